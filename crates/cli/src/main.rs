@@ -1,0 +1,196 @@
+//! The `finder` command: thin glue over the index and eval crates.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use finder_core::{SearchResponse, Settings};
+use finder_index::{index_inputs, load_settings, Finder, Progress};
+use indicatif::{ProgressBar, ProgressStyle};
+
+mod render;
+
+#[derive(Parser)]
+#[command(name = "finder", version, about = "Hybrid retrieval over your notes, documents and records")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Index folders of Markdown/text, JSON Lines record files or BEIR folders (incremental).
+    Index {
+        /// Inputs: a folder of .md/.txt files, a .jsonl file of records, or a BEIR folder.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Index folder (created when missing).
+        #[arg(long)]
+        index: PathBuf,
+        /// Settings file (default: <index>/finder.toml when present).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Print the run report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search an index.
+    Search {
+        query: String,
+        #[arg(long)]
+        index: PathBuf,
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        /// Print the whole response (hits, explain, diagnostics) as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Show how each score was made.
+        #[arg(long)]
+        explain: bool,
+        /// Override a query-time setting, e.g. `--set lexical.k1=0.9` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Show what an index holds.
+    Status {
+        #[arg(long)]
+        index: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Evaluate on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/<split>.tsv).
+    Eval {
+        dataset: PathBuf,
+        /// Reuse or build this index (default: a cache keyed by the corpus content).
+        #[arg(long)]
+        index: Option<PathBuf>,
+        #[arg(long, default_value = "test")]
+        split: String,
+        /// Comma-separated presets: lexical, dense, hybrid, full.
+        #[arg(long, default_value = "lexical")]
+        runs: String,
+        /// A custom run: `NAME:key=value,key=value` (repeatable).
+        #[arg(long = "run", value_name = "NAME:K=V,...")]
+        run: Vec<String>,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Index { inputs, index, config, json } => cmd_index(&inputs, &index, config.as_deref(), json),
+        Command::Search { query, index, limit, offset, json, explain, set, config } => {
+            let settings = load_settings(&index, config.as_deref())?;
+            let finder = Finder::open(&index, settings)?;
+            let settings = finder.settings_with(&set)?;
+            let response = finder.search(&query, &settings, offset, limit)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&response)?);
+            } else {
+                print!("{}", render::search(&response, explain));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Status { index, json } => {
+            let finder = Finder::open(&index, load_settings(&index, None)?)?;
+            let status = finder.status()?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print!("{}", render::status(&status));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval { dataset, index, split, runs, run, config, json } => {
+            let base = match &config {
+                Some(c) => load_settings(Path::new("."), Some(c))?,
+                None => Settings::default(),
+            };
+            let mut specs = finder_eval::presets(&runs)?;
+            for r in &run {
+                specs.push(finder_eval::RunSpec::parse(r)?);
+            }
+            let options = finder_eval::EvalOptions { dataset, index, split, runs: specs, base };
+            let bar = spinner("evaluating");
+            let report = finder_eval::evaluate(&options, &mut |msg: &str| bar.set_message(msg.to_string()))?;
+            bar.finish_and_clear();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.to_human());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn cmd_index(inputs: &[PathBuf], index: &Path, config: Option<&Path>, json: bool) -> Result<ExitCode> {
+    let settings = load_settings(index, config)?;
+    let started = Instant::now();
+    let bar = spinner("reading");
+    let report = index_inputs(index, inputs, &settings, &mut |p| match p {
+        Progress::Input { path, kind } => bar.set_message(format!("{} ({kind})", path.display())),
+        Progress::Source { done } => bar.set_position(done),
+        Progress::Committing => bar.set_message("committing".to_string()),
+    })
+    .with_context(|| format!("indexing into {}", index.display()))?;
+    bar.finish_and_clear();
+    for problem in &report.problems {
+        eprintln!("warning: {problem}");
+    }
+    let secs = started.elapsed().as_secs_f64();
+    if json {
+        let value = serde_json::json!({
+            "added": report.counts.added,
+            "updated": report.counts.updated,
+            "removed": report.counts.removed,
+            "unchanged": report.counts.unchanged,
+            "kept": report.counts.kept,
+            "problems": report.problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            "rebuilt": report.rebuilt,
+            "sources": report.sources,
+            "fragments": report.fragments,
+            "seconds": secs,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!("{}", render::index_report(&report, secs));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A spinner with a counter on stderr when it is a terminal; hidden otherwise.
+fn spinner(message: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {pos} sources · {msg} · {elapsed}").expect("valid template"),
+    );
+    bar.set_message(message.to_string());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+

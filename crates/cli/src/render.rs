@@ -1,0 +1,111 @@
+//! Human-readable output of the `finder` commands.
+
+use std::fmt::Write;
+
+use finder_core::{ChannelStatus, SearchResponse};
+use finder_index::{RunReport, Status};
+
+pub fn search(response: &SearchResponse, explain: bool) -> String {
+    let mut out = String::new();
+    if response.hits.is_empty() {
+        let _ = writeln!(out, "no results for {:?}", response.query);
+    }
+    for hit in &response.hits {
+        let _ = writeln!(out, "{:>2}. {}  [{:.3}]  {}", hit.rank, hit.envelope.title, hit.score, hit.id);
+        if !hit.summary.is_empty() {
+            let _ = writeln!(out, "    {}", hit.summary);
+        }
+        for hint in &hit.hints {
+            let e = hint.extent;
+            let lines = if e.line_start == e.line_end {
+                format!("L{}", e.line_start)
+            } else {
+                format!("L{}-{}", e.line_start, e.line_end)
+            };
+            let _ = writeln!(out, "    {lines:>9}: {}", hint.preview);
+        }
+        if explain {
+            let x = &hit.explain;
+            let _ = writeln!(out, "    explain: raw {:.5} / {:.5}", x.raw, x.normalized_by);
+            for p in &x.parts {
+                let lists: Vec<String> = p
+                    .lists
+                    .iter()
+                    .map(|l| format!("{} #{} ({:.3}) → {:.5}", l.channel.name(), l.rank, l.score, l.share))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "      fragment {} × {}: seed {:.5} = {}",
+                    p.fragment,
+                    p.weight,
+                    p.seed,
+                    lists.join(" + ")
+                );
+            }
+        }
+        out.push('\n');
+    }
+    let d = &response.diagnostics;
+    let channels: Vec<String> = d
+        .channels
+        .iter()
+        .map(|c| match c.status {
+            ChannelStatus::Ran => format!("{} {} hits", c.channel.name(), c.hits),
+            _ => format!(
+                "{} {:?}: {}",
+                c.channel.name(),
+                c.status,
+                c.reason.as_deref().unwrap_or("")
+            )
+            .to_lowercase(),
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "{} of {} sources · {:.2} ms · {}",
+        response.hits.len(),
+        d.ranked_sources,
+        d.total_ms,
+        channels.join(" · ")
+    );
+    out
+}
+
+pub fn status(s: &Status) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "index:     {}", s.path.display());
+    let _ = writeln!(out, "sources:   {}", s.sources);
+    let _ = writeln!(out, "fragments: {}", s.fragments);
+    let _ = writeln!(out, "segments:  {}", s.segments);
+    let _ = writeln!(out, "size:      {:.1} MiB", s.size_bytes as f64 / (1024.0 * 1024.0));
+    let _ = writeln!(out, "language:  {}", s.settings.language);
+    for o in &s.origins {
+        let _ = writeln!(out, "input:     {o}");
+    }
+    let r = s.last_run;
+    let _ = writeln!(
+        out,
+        "last run:  {} added, {} updated, {} removed, {} unchanged, {} problems",
+        r.added, r.updated, r.removed, r.unchanged, r.problems
+    );
+    out
+}
+
+pub fn index_report(r: &RunReport, secs: f64) -> String {
+    let c = r.counts;
+    let mut line = format!(
+        "{} added, {} updated, {} removed, {} unchanged",
+        c.added, c.updated, c.removed, c.unchanged
+    );
+    if c.kept > 0 {
+        let _ = write!(line, ", {} kept (input failed to read)", c.kept);
+    }
+    if !r.problems.is_empty() {
+        let _ = write!(line, ", {} problems", r.problems.len());
+    }
+    if r.rebuilt {
+        line.push_str(" (rebuilt: index-time settings changed)");
+    }
+    let _ = write!(line, "\n{} sources, {} fragments indexed in {secs:.1} s", r.sources, r.fragments);
+    line
+}

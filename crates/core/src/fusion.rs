@@ -1,0 +1,151 @@
+//! Reciprocal rank fusion of whatever channel lists ran.
+//!
+//! Fusion works on ranks, not scores: BM25 scores and cosine similarities are not comparable
+//! numbers, and ranks merge the same way across shards.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Channel, FragmentKey, RankedList};
+
+/// A fragment's place in one list and what that place contributed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ListRank {
+    pub channel: Channel,
+    /// One-based rank in the channel's list.
+    pub rank: u32,
+    /// The channel's own score (BM25, cosine, …), for display only.
+    pub score: f32,
+    /// `1 / (rrf_k + rank)`.
+    pub share: f64,
+}
+
+/// A fragment after fusion, with its seed score and the ranks that made it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FusedFragment {
+    pub fragment: FragmentKey,
+    /// `Σ_lists 1 / (rrf_k + rank)`.
+    pub seed: f64,
+    pub lists: Vec<ListRank>,
+}
+
+/// Fuses lists by reciprocal rank: `seed(f) = Σ 1/(rrf_k + rank_f)`, ranks one-based.
+///
+/// The result is sorted best first. Ties break on the best single rank, then on the fragment
+/// key, so the order is deterministic. A fragment listed twice in one list counts once, at its
+/// best rank.
+pub fn rrf(lists: &[RankedList], rrf_k: u32) -> Vec<FusedFragment> {
+    let mut by_fragment: HashMap<FragmentKey, usize> = HashMap::new();
+    let mut fused: Vec<FusedFragment> = Vec::new();
+    for list in lists {
+        for (i, hit) in list.hits.iter().enumerate() {
+            let rank = i as u32 + 1;
+            let slot = *by_fragment.entry(hit.fragment).or_insert_with(|| {
+                fused.push(FusedFragment { fragment: hit.fragment, seed: 0.0, lists: Vec::new() });
+                fused.len() - 1
+            });
+            let entry = &mut fused[slot];
+            if entry.lists.iter().any(|l| l.channel == list.channel) {
+                continue;
+            }
+            let share = 1.0 / (rrf_k as f64 + rank as f64);
+            entry.seed += share;
+            entry.lists.push(ListRank { channel: list.channel, rank, score: hit.score, share });
+        }
+    }
+    let best_rank = |f: &FusedFragment| f.lists.iter().map(|l| l.rank).min().unwrap_or(u32::MAX);
+    fused.sort_by(|a, b| {
+        b.seed
+            .total_cmp(&a.seed)
+            .then_with(|| best_rank(a).cmp(&best_rank(b)))
+            .then_with(|| a.fragment.cmp(&b.fragment))
+    });
+    fused
+}
+
+/// Divides every score by the largest, so the top becomes 1.0. Returns the divisor
+/// (1.0 when there is nothing positive to divide by).
+pub fn normalize_top(scores: &mut [f64]) -> f64 {
+    let max = scores.iter().copied().fold(0.0_f64, f64::max);
+    if max <= 0.0 {
+        return 1.0;
+    }
+    for s in scores.iter_mut() {
+        *s /= max;
+    }
+    max
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ScoredFragment;
+    use proptest::prelude::*;
+
+    fn list(channel: Channel, keys: &[u64]) -> RankedList {
+        let hits = keys
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| ScoredFragment { fragment: FragmentKey(k), score: 10.0 - i as f32 })
+            .collect();
+        RankedList { channel, hits }
+    }
+
+    /// The worked example of the hybrid-search theory seed: BM25 ranks A, B, C and dense
+    /// ranks C, A, D.
+    #[test]
+    fn worked_example_orders_a_c_b_d() {
+        let (a, b, c, d) = (1, 2, 3, 4);
+        let lists = [list(Channel::Lexical, &[a, b, c]), list(Channel::Vector, &[c, a, d])];
+        let fused = rrf(&lists, 60);
+        let order: Vec<u64> = fused.iter().map(|f| f.fragment.0).collect();
+        assert_eq!(order, vec![a, c, b, d]);
+        let seeds: Vec<String> = fused.iter().map(|f| format!("{:.5}", f.seed)).collect();
+        assert_eq!(seeds, vec!["0.03252", "0.03227", "0.01613", "0.01587"]);
+        assert_eq!(fused[0].seed, 1.0 / 61.0 + 1.0 / 62.0);
+        assert_eq!(fused[0].lists.len(), 2);
+        assert_eq!(fused[0].lists[1].rank, 2);
+    }
+
+    #[test]
+    fn duplicates_within_a_list_count_once() {
+        let fused = rrf(&[list(Channel::Lexical, &[7, 7, 8])], 60);
+        assert_eq!(fused[0].seed, 1.0 / 61.0);
+        assert_eq!(fused[1].seed, 1.0 / 63.0);
+    }
+
+    #[test]
+    fn normalize_makes_top_one() {
+        let mut s = vec![0.5, 0.25, 0.125];
+        assert_eq!(normalize_top(&mut s), 0.5);
+        assert_eq!(s, vec![1.0, 0.5, 0.25]);
+        let mut empty: Vec<f64> = vec![];
+        assert_eq!(normalize_top(&mut empty), 1.0);
+    }
+
+    proptest! {
+        /// With one list, fusion keeps that list's order; the seed sums the shares.
+        #[test]
+        fn single_list_order_is_kept(keys in proptest::collection::hash_set(0u64..1000, 0..50), k in 10u32..200) {
+            let keys: Vec<u64> = keys.into_iter().collect();
+            let fused = rrf(&[list(Channel::Lexical, &keys)], k);
+            let order: Vec<u64> = fused.iter().map(|f| f.fragment.0).collect();
+            prop_assert_eq!(order, keys);
+        }
+
+        /// Seeds are sorted and each equals the sum of its listed shares.
+        #[test]
+        fn seeds_sorted_and_consistent(a in proptest::collection::hash_set(0u64..60, 0..40),
+                                       b in proptest::collection::hash_set(0u64..60, 0..40)) {
+            let a: Vec<u64> = a.into_iter().collect();
+            let b: Vec<u64> = b.into_iter().collect();
+            let fused = rrf(&[list(Channel::Lexical, &a), list(Channel::Vector, &b)], 60);
+            for w in fused.windows(2) { prop_assert!(w[0].seed >= w[1].seed); }
+            for f in &fused {
+                let sum: f64 = f.lists.iter().map(|l| 1.0 / (60.0 + l.rank as f64)).sum();
+                prop_assert!((sum - f.seed).abs() < 1e-12);
+            }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! The data model shared by every crate: keys, envelopes, extents, ranked lists and the
+//! search response with its explain and diagnostics blocks.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Stable 64-bit key of a fragment, derived from its source id and ordinal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FragmentKey(pub u64);
+
+/// Stable 64-bit key of a source, derived from its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SourceKey(pub u64);
+
+/// A candidate channel. The set is closed: each variant is produced by one storage component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Channel {
+    /// BM25 over stemmed fragment text.
+    Lexical,
+    /// BM25 over character trigrams, for partial words and identifiers.
+    Trigram,
+    /// Nearest neighbours over fragment vectors.
+    Vector,
+}
+
+impl Channel {
+    pub fn name(self) -> &'static str {
+        match self {
+            Channel::Lexical => "lexical",
+            Channel::Trigram => "trigram",
+            Channel::Vector => "vector",
+        }
+    }
+}
+
+/// One fragment with the score its channel gave it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ScoredFragment {
+    pub fragment: FragmentKey,
+    pub score: f32,
+}
+
+/// A best-first list produced by one channel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankedList {
+    pub channel: Channel,
+    pub hits: Vec<ScoredFragment>,
+}
+
+/// Where a fragment lies in its source file: bytes `[byte_start, byte_end)` and lines
+/// `line_start..=line_end` (one-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Extent {
+    pub byte_start: u64,
+    pub byte_end: u64,
+    pub line_start: u32,
+    pub line_end: u32,
+}
+
+/// What a client sees of a source besides its text.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Envelope {
+    pub title: String,
+    /// Relative path for files, record id for records.
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extras: BTreeMap<String, String>,
+}
+
+/// A passage of a hit that tells the client where to read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hint {
+    pub preview: String,
+    pub extent: Extent,
+    /// The fragment's final score before rollup.
+    pub score: f64,
+}
+
+/// How one fragment contributed to its source's score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExplainPart {
+    /// Fragment ordinal within its source.
+    pub fragment: u32,
+    /// Rollup weight (1, 0.1, 0.05 by default) applied to this fragment.
+    pub weight: f64,
+    /// The fragment's fused score (RRF seed).
+    pub seed: f64,
+    /// Rank and RRF share in each list that returned the fragment.
+    pub lists: Vec<crate::ListRank>,
+}
+
+/// Why a hit scored what it scored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Explain {
+    /// Sum of the weighted parts, before normalisation.
+    pub raw: f64,
+    /// Divisor that made the top hit 1.0.
+    pub normalized_by: f64,
+    /// The best fragments of the source, in rollup order.
+    pub parts: Vec<ExplainPart>,
+    /// Fragments of the source that matched but fell outside the rollup weights.
+    pub other_fragments: usize,
+}
+
+/// One ranked source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hit {
+    /// One-based position in the whole ranking (offset included).
+    pub rank: usize,
+    pub id: String,
+    /// Score relative to the best hit of this query (top is 1.0).
+    pub score: f64,
+    pub envelope: Envelope,
+    pub summary: String,
+    pub hints: Vec<Hint>,
+    pub explain: Explain,
+}
+
+/// What happened to a channel during one query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChannelStatus {
+    Ran,
+    Skipped,
+    Degraded,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChannelReport {
+    pub channel: Channel,
+    pub status: ChannelStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub hits: usize,
+    pub ms: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageTime {
+    pub stage: String,
+    pub ms: f64,
+}
+
+/// Per-response account of the pipeline.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Diagnostics {
+    pub channels: Vec<ChannelReport>,
+    /// Stages in the order they ran.
+    pub stages: Vec<StageTime>,
+    pub total_ms: f64,
+    /// Fragments that entered fusion.
+    pub fused_fragments: usize,
+    /// Sources after rollup, before paging.
+    pub ranked_sources: usize,
+}
+
+impl Diagnostics {
+    /// Channels that could not run as asked, with their reasons.
+    pub fn degraded(&self) -> impl Iterator<Item = &ChannelReport> {
+        self.channels.iter().filter(|c| c.status == ChannelStatus::Degraded)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchResponse {
+    pub query: String,
+    pub offset: usize,
+    pub limit: usize,
+    pub hits: Vec<Hit>,
+    pub diagnostics: Diagnostics,
+}

@@ -1,0 +1,186 @@
+//! The query pipeline: channels → fusion → rollup → normalise → page → materialise.
+//!
+//! Storage plugs in through [`Retriever`]: it runs channels and looks up fragments and sources.
+//! The stages themselves are the pure functions of this crate, so a PostgreSQL backend or an
+//! in-memory test corpus ranks exactly as the embedded index does.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use crate::fusion::{normalize_top, rrf};
+use crate::model::{
+    Channel, ChannelReport, ChannelStatus, Diagnostics, Envelope, Explain, ExplainPart, Extent,
+    FragmentKey, Hint, Hit, RankedList, SearchResponse, SourceKey, StageTime,
+};
+use crate::rollup::rollup;
+use crate::settings::Settings;
+
+/// What a channel did for one query.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChannelOutcome {
+    Ran(RankedList),
+    /// Not asked for, or not applicable to this query (e.g. trigram list in `auto` mode).
+    Skipped(String),
+    /// Asked for but unavailable; the other channels answer.
+    Degraded(String),
+}
+
+/// What rollup and explain need to know of a fragment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FragmentMeta {
+    /// `None` for entity fragments.
+    pub source: Option<SourceKey>,
+    pub ordinal: u32,
+}
+
+/// What a hit shows of its source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceView {
+    pub id: String,
+    pub envelope: Envelope,
+    pub summary: String,
+}
+
+/// The seam between the pipeline and storage.
+pub trait Retriever {
+    type Error;
+
+    /// Channels this store can run, in the order they should be reported.
+    fn channels(&self) -> Vec<Channel>;
+
+    /// Runs one channel.
+    fn retrieve(&self, channel: Channel, query: &str, settings: &Settings) -> Result<ChannelOutcome, Self::Error>;
+
+    /// Looks up fragments; unknown ones come back as `None`.
+    fn fragment_meta(&self, fragments: &[FragmentKey]) -> Result<Vec<Option<FragmentMeta>>, Self::Error>;
+
+    /// Looks up a source for display.
+    fn source(&self, source: SourceKey) -> Result<Option<SourceView>, Self::Error>;
+
+    /// Text preview (at most `max_chars` characters) and extent of a fragment.
+    fn hint(&self, fragment: FragmentKey, query: &str, max_chars: usize) -> Result<Option<(String, Extent)>, Self::Error>;
+}
+
+/// Measures consecutive stages.
+pub struct Stopwatch {
+    started: Instant,
+    last: Instant,
+    stages: Vec<StageTime>,
+}
+
+impl Default for Stopwatch {
+    fn default() -> Self {
+        let now = Instant::now();
+        Stopwatch { started: now, last: now, stages: Vec::new() }
+    }
+}
+
+impl Stopwatch {
+    /// Records the time since the previous lap under `stage`, and returns it in ms.
+    pub fn lap(&mut self, stage: &str) -> f64 {
+        let now = Instant::now();
+        let ms = (now - self.last).as_secs_f64() * 1e3;
+        self.last = now;
+        self.stages.push(StageTime { stage: stage.to_string(), ms });
+        ms
+    }
+
+    pub fn finish(self) -> (Vec<StageTime>, f64) {
+        (self.stages, self.started.elapsed().as_secs_f64() * 1e3)
+    }
+}
+
+/// Runs the whole pipeline for one query and returns hits `offset..offset+limit`.
+pub fn search<R: Retriever>(
+    store: &R,
+    query: &str,
+    settings: &Settings,
+    offset: usize,
+    limit: usize,
+) -> Result<SearchResponse, R::Error> {
+    let mut watch = Stopwatch::default();
+    let mut lists = Vec::new();
+    let mut reports = Vec::new();
+    for channel in store.channels() {
+        let outcome = store.retrieve(channel, query, settings)?;
+        let ms = watch.lap(channel.name());
+        let (status, reason, hits) = match outcome {
+            ChannelOutcome::Ran(list) => {
+                let n = list.hits.len();
+                lists.push(list);
+                (ChannelStatus::Ran, None, n)
+            }
+            ChannelOutcome::Skipped(why) => (ChannelStatus::Skipped, Some(why), 0),
+            ChannelOutcome::Degraded(why) => (ChannelStatus::Degraded, Some(why), 0),
+        };
+        reports.push(ChannelReport { channel, status, reason, hits, ms });
+    }
+
+    let fused = rrf(&lists, settings.finder.rrf_k);
+    watch.lap("fusion");
+
+    let keys: Vec<FragmentKey> = fused.iter().map(|f| f.fragment).collect();
+    let metas = store.fragment_meta(&keys)?;
+    let meta: HashMap<FragmentKey, FragmentMeta> =
+        keys.iter().zip(metas).filter_map(|(k, m)| m.map(|m| (*k, m))).collect();
+    let scored: Vec<(FragmentKey, f64)> = fused.iter().map(|f| (f.fragment, f.seed)).collect();
+    let ranked = rollup(&scored, |f| meta.get(&f).and_then(|m| m.source), &settings.finder.rollup_weights);
+    let mut scores: Vec<f64> = ranked.iter().map(|s| s.score).collect();
+    let divisor = normalize_top(&mut scores);
+    watch.lap("rollup");
+
+    let by_fragment: HashMap<FragmentKey, &crate::FusedFragment> = fused.iter().map(|f| (f.fragment, f)).collect();
+    let mut hits = Vec::new();
+    for (i, source) in ranked.iter().enumerate().skip(offset).take(limit) {
+        let Some(view) = store.source(source.source)? else { continue };
+        let mut hints = Vec::new();
+        for &(fragment, score) in source.fragments.iter().take(settings.finder.max_hints) {
+            if let Some((preview, extent)) = store.hint(fragment, query, settings.finder.preview_chars)? {
+                hints.push(Hint { preview, extent, score });
+            }
+        }
+        let parts = source
+            .parts
+            .iter()
+            .map(|p| {
+                let fused = by_fragment[&p.fragment];
+                ExplainPart {
+                    fragment: meta.get(&p.fragment).map_or(0, |m| m.ordinal),
+                    weight: p.weight,
+                    seed: fused.seed,
+                    lists: fused.lists.clone(),
+                }
+            })
+            .collect();
+        hits.push(Hit {
+            rank: i + 1,
+            id: view.id,
+            score: scores[i],
+            envelope: view.envelope,
+            summary: view.summary,
+            hints,
+            explain: Explain {
+                raw: source.score,
+                normalized_by: divisor,
+                parts,
+                other_fragments: source.fragments.len().saturating_sub(source.parts.len()),
+            },
+        });
+    }
+    watch.lap("materialize");
+
+    let (stages, total_ms) = watch.finish();
+    Ok(SearchResponse {
+        query: query.to_string(),
+        offset,
+        limit,
+        hits,
+        diagnostics: Diagnostics {
+            channels: reports,
+            stages,
+            total_ms,
+            fused_fragments: fused.len(),
+            ranked_sources: ranked.len(),
+        },
+    })
+}

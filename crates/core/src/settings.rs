@@ -1,0 +1,379 @@
+//! Settings: one validated structure built from defaults, `finder.toml` and `--set` overrides.
+//!
+//! Every key has a named default constant and an allowed range. Unknown keys are rejected with
+//! the nearest valid key. Index-time settings (`index.*`) shape what is stored; every other
+//! section is read per query and never requires re-indexing.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{SettingsError, SettingsErrorKind};
+
+pub const DEFAULT_K1: f32 = 1.2;
+pub const DEFAULT_B: f32 = 0.75;
+pub const DEFAULT_FTS_LIST_SIZE: usize = 60;
+pub const DEFAULT_RRF_K: u32 = 60;
+pub const DEFAULT_MAX_HINTS: usize = 3;
+pub const DEFAULT_ROLLUP_WEIGHTS: [f64; 3] = [1.0, 0.1, 0.05];
+pub const DEFAULT_PREVIEW_CHARS: usize = 240;
+pub const DEFAULT_FRAGMENT_MAX_CHARS: usize = 1600;
+pub const DEFAULT_SUMMARY_MAX_CHARS: usize = 280;
+pub const DEFAULT_LANGUAGE: &str = "english";
+
+/// Languages with a stemmer and a stop list.
+pub const LANGUAGES: &[&str] = &[
+    "english", "danish", "dutch", "finnish", "french", "german", "hungarian", "italian",
+    "norwegian", "portuguese", "romanian", "russian", "spanish", "swedish", "turkish",
+];
+
+/// All settings, one section per stage.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    pub index: IndexSettings,
+    pub lexical: LexicalSettings,
+    pub finder: FinderSettings,
+}
+
+/// Index-time settings: changing them rebuilds the index on the next `finder index`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IndexSettings {
+    /// Stemmer and stop-word language.
+    pub language: String,
+    /// Largest fragment, in characters; fragments break at headings, then paragraphs, then
+    /// sentences.
+    pub fragment_max_chars: usize,
+    /// Longest derived summary, in characters.
+    pub summary_max_chars: usize,
+    /// Also index character trigrams (needed by the trigram list).
+    pub trigrams: bool,
+    /// Index the source title (and heading) with every fragment, not only the first.
+    pub title_in_fragments: bool,
+}
+
+impl Default for IndexSettings {
+    fn default() -> Self {
+        IndexSettings {
+            language: DEFAULT_LANGUAGE.to_string(),
+            fragment_max_chars: DEFAULT_FRAGMENT_MAX_CHARS,
+            summary_max_chars: DEFAULT_SUMMARY_MAX_CHARS,
+            trigrams: true,
+            title_in_fragments: true,
+        }
+    }
+}
+
+/// When the trigram list runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrigramMode {
+    /// Never.
+    Off,
+    /// Only for queries with an identifier-like token (a digit, or inner `-`, `_`, `.`, `/`).
+    Auto,
+    /// Always.
+    On,
+}
+
+/// The BM25 channel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LexicalSettings {
+    pub k1: f32,
+    pub b: f32,
+    /// Candidates taken from each lexical list.
+    pub fts_list_size: usize,
+    pub trigram: TrigramMode,
+}
+
+impl Default for LexicalSettings {
+    fn default() -> Self {
+        LexicalSettings {
+            k1: DEFAULT_K1,
+            b: DEFAULT_B,
+            fts_list_size: DEFAULT_FTS_LIST_SIZE,
+            trigram: TrigramMode::Auto,
+        }
+    }
+}
+
+/// Fusion, rollup and result shaping.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FinderSettings {
+    pub rrf_k: u32,
+    pub max_hints: usize,
+    /// Weights of a source's best, second and third fragment.
+    pub rollup_weights: Vec<f64>,
+    /// Longest hint preview, in characters.
+    pub preview_chars: usize,
+}
+
+impl Default for FinderSettings {
+    fn default() -> Self {
+        FinderSettings {
+            rrf_k: DEFAULT_RRF_K,
+            max_hints: DEFAULT_MAX_HINTS,
+            rollup_weights: DEFAULT_ROLLUP_WEIGHTS.to_vec(),
+            preview_chars: DEFAULT_PREVIEW_CHARS,
+        }
+    }
+}
+
+impl Settings {
+    /// Parses and validates a `finder.toml`. `origin` names the file in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Settings, SettingsError> {
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let line = e.span().map(|s| 1 + text[..s.start].matches('\n').count());
+            SettingsError {
+                origin: match line {
+                    Some(l) => format!("{origin}:{l}"),
+                    None => origin.to_string(),
+                },
+                key: String::new(),
+                kind: SettingsErrorKind::Syntax { message: e.message().to_string() },
+            }
+        })?;
+        let mut keys = Vec::new();
+        flatten_keys("", &table, &mut keys);
+        let valid = Settings::keys();
+        for key in &keys {
+            if !valid.contains(key) {
+                return Err(SettingsError {
+                    origin: origin.to_string(),
+                    key: key.clone(),
+                    kind: SettingsErrorKind::UnknownKey { suggestion: nearest(key, &valid) },
+                });
+            }
+        }
+        let settings = from_table(table, origin, keys.first().map(String::as_str).unwrap_or(""))?;
+        settings.validate(origin)?;
+        Ok(settings)
+    }
+
+    /// Every valid dotted key, e.g. `lexical.k1`.
+    pub fn keys() -> Vec<String> {
+        let mut keys = Vec::new();
+        flatten_keys("", &to_table(&Settings::default()), &mut keys);
+        keys
+    }
+
+    /// Applies one `key=value` override (value in TOML syntax; bare words are strings) and
+    /// validates the result. On error `self` is unchanged.
+    pub fn set(&mut self, assignment: &str) -> Result<(), SettingsError> {
+        let origin = format!("--set {assignment}");
+        let Some((key, raw)) = assignment.split_once('=') else {
+            return Err(SettingsError {
+                origin,
+                key: assignment.to_string(),
+                kind: SettingsErrorKind::Invalid {
+                    value: assignment.to_string(),
+                    expected: "key=value".to_string(),
+                },
+            });
+        };
+        let (key, raw) = (key.trim(), raw.trim());
+        let valid = Settings::keys();
+        if !valid.iter().any(|k| k == key) {
+            return Err(SettingsError {
+                origin,
+                key: key.to_string(),
+                kind: SettingsErrorKind::UnknownKey { suggestion: nearest(key, &valid) },
+            });
+        }
+        let value = parse_value(raw);
+        let mut table = to_table(self);
+        let (section, leaf) = key.split_once('.').expect("keys are section.leaf");
+        table
+            .get_mut(section)
+            .and_then(toml::Value::as_table_mut)
+            .expect("section exists")
+            .insert(leaf.to_string(), value);
+        let updated = from_table(table, &origin, key)?;
+        updated.validate(&origin)?;
+        *self = updated;
+        Ok(())
+    }
+
+    /// Checks every value against its range.
+    pub fn validate(&self, origin: &str) -> Result<(), SettingsError> {
+        let check = Check { origin };
+        let i = &self.index;
+        if !LANGUAGES.contains(&i.language.as_str()) {
+            return Err(check.invalid("index.language", &i.language, &format!("one of {}", LANGUAGES.join(", "))));
+        }
+        check.range("index.fragment_max_chars", i.fragment_max_chars as f64, 200.0, 20_000.0)?;
+        check.range("index.summary_max_chars", i.summary_max_chars as f64, 40.0, 2_000.0)?;
+        let l = &self.lexical;
+        check.range("lexical.k1", l.k1 as f64, 0.0, 3.0)?;
+        check.range("lexical.b", l.b as f64, 0.0, 1.0)?;
+        check.range("lexical.fts_list_size", l.fts_list_size as f64, 10.0, 200.0)?;
+        let f = &self.finder;
+        check.range("finder.rrf_k", f.rrf_k as f64, 10.0, 200.0)?;
+        check.range("finder.max_hints", f.max_hints as f64, 0.0, 10.0)?;
+        check.range("finder.preview_chars", f.preview_chars as f64, 40.0, 2_000.0)?;
+        if f.rollup_weights.is_empty() || f.rollup_weights.len() > 10 {
+            return Err(check.invalid("finder.rollup_weights", &format!("{:?}", f.rollup_weights), "1 to 10 weights"));
+        }
+        for &w in &f.rollup_weights {
+            check.range("finder.rollup_weights", w, 0.0, 1.0)?;
+        }
+        Ok(())
+    }
+}
+
+struct Check<'a> {
+    origin: &'a str,
+}
+
+impl Check<'_> {
+    fn range(&self, key: &str, value: f64, lo: f64, hi: f64) -> Result<(), SettingsError> {
+        if value.is_finite() && (lo..=hi).contains(&value) {
+            return Ok(());
+        }
+        Err(SettingsError {
+            origin: self.origin.to_string(),
+            key: key.to_string(),
+            kind: SettingsErrorKind::OutOfRange { value: value.to_string(), range: format!("{lo}–{hi}") },
+        })
+    }
+
+    fn invalid(&self, key: &str, value: &str, expected: &str) -> SettingsError {
+        SettingsError {
+            origin: self.origin.to_string(),
+            key: key.to_string(),
+            kind: SettingsErrorKind::Invalid { value: value.to_string(), expected: expected.to_string() },
+        }
+    }
+}
+
+fn to_table(settings: &Settings) -> toml::Table {
+    toml::Table::try_from(settings).expect("settings serialise to a table")
+}
+
+fn from_table(table: toml::Table, origin: &str, key_hint: &str) -> Result<Settings, SettingsError> {
+    Settings::deserialize(table).map_err(|e| SettingsError {
+        origin: origin.to_string(),
+        key: key_hint.to_string(),
+        kind: SettingsErrorKind::Invalid { value: String::new(), expected: e.message().to_string() },
+    })
+}
+
+/// A `--set` value: TOML syntax when it parses (numbers, booleans, arrays, quoted strings),
+/// otherwise the raw text as a string.
+fn parse_value(raw: &str) -> toml::Value {
+    format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
+}
+
+fn flatten_keys(prefix: &str, table: &toml::Table, out: &mut Vec<String>) {
+    for (k, v) in table {
+        let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        match v {
+            toml::Value::Table(t) => flatten_keys(&key, t, out),
+            _ => out.push(key),
+        }
+    }
+}
+
+fn nearest(key: &str, valid: &[String]) -> Option<String> {
+    let leaf = key.rsplit('.').next().unwrap_or(key);
+    valid
+        .iter()
+        .map(|v| {
+            let vleaf = v.rsplit('.').next().unwrap_or(v);
+            (levenshtein(key, v).min(levenshtein(leaf, vleaf) + 1), v)
+        })
+        .filter(|(d, v)| *d <= (v.len() / 2).max(3))
+        .min_by_key(|(d, v)| (*d, usize::MAX - common_prefix(key, v)))
+        .map(|(_, v)| v.clone())
+}
+
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count()
+}
+
+/// Edit distance between two strings, by characters.
+pub fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, &cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_keys_are_dotted() {
+        Settings::default().validate("defaults").unwrap();
+        let keys = Settings::keys();
+        assert!(keys.contains(&"lexical.k1".to_string()));
+        assert!(keys.contains(&"finder.rrf_k".to_string()));
+    }
+
+    #[test]
+    fn set_changes_a_query_time_value() {
+        let mut s = Settings::default();
+        s.set("lexical.k1=0.9").unwrap();
+        assert_eq!(s.lexical.k1, 0.9);
+        s.set("lexical.trigram=off").unwrap();
+        assert_eq!(s.lexical.trigram, TrigramMode::Off);
+    }
+
+    #[test]
+    fn out_of_range_names_the_range_and_leaves_settings_alone() {
+        let mut s = Settings::default();
+        let err = s.set("finder.rrf_k=5").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--set finder.rrf_k=5: `finder.rrf_k`: value 5 is out of range; allowed: 10–200"
+        );
+        assert_eq!(s, Settings::default());
+    }
+
+    #[test]
+    fn unknown_key_suggests_the_nearest() {
+        let err = Settings::default().set("lexical.k=1").unwrap_err();
+        assert_eq!(err.kind, SettingsErrorKind::UnknownKey { suggestion: Some("lexical.k1".into()) });
+        let err = Settings::from_toml("[finder]\nrrfk = 30\n", "finder.toml").unwrap_err();
+        assert!(err.to_string().contains("did you mean `finder.rrf_k`"), "{err}");
+    }
+
+    #[test]
+    fn wrong_type_is_invalid() {
+        let err = Settings::default().set("lexical.fts_list_size=many").unwrap_err();
+        assert!(matches!(err.kind, SettingsErrorKind::Invalid { .. }), "{err}");
+    }
+
+    #[test]
+    fn file_syntax_error_names_the_line() {
+        let err = Settings::from_toml("[lexical]\nk1 = = 3\n", "finder.toml").unwrap_err();
+        assert!(err.origin.starts_with("finder.toml:2"), "{err}");
+    }
+
+    #[test]
+    fn file_values_are_validated() {
+        let s = Settings::from_toml("[lexical]\nb = 0.4\n", "f").unwrap();
+        assert_eq!(s.lexical.b, 0.4);
+        assert_eq!(s.lexical.k1, DEFAULT_K1);
+        let err = Settings::from_toml("[lexical]\nb = 1.5\n", "f").unwrap_err();
+        assert!(matches!(err.kind, SettingsErrorKind::OutOfRange { .. }));
+    }
+
+    #[test]
+    fn levenshtein_counts_edits() {
+        assert_eq!(levenshtein("kitten", "sitting"), 3);
+        assert_eq!(levenshtein("", "abc"), 3);
+    }
+}

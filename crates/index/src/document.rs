@@ -1,0 +1,49 @@
+//! What ingestion produces and the store consumes: a source with its envelope, summary,
+//! content hash and fragments (each with its extent in the source).
+
+use finder_core::{Envelope, Extent};
+
+/// One source read from an input, ready to index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceDoc {
+    /// Stable id: the path relative to the input folder (with `/` separators) for files,
+    /// the given id for records.
+    pub id: String,
+    /// The input this source came from (as given on the command line, canonicalised);
+    /// a re-index of that input removes its sources that are gone.
+    pub origin: String,
+    pub envelope: Envelope,
+    /// Given by the input, or derived from the lead text (bounded by `summary_max_chars`).
+    pub summary: String,
+    /// blake3 hex of everything that shapes the indexed form (raw bytes or record JSON).
+    pub hash: String,
+    pub fragments: Vec<FragmentDoc>,
+}
+
+/// One passage of a source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FragmentDoc {
+    /// Zero-based position within the source.
+    pub ordinal: u32,
+    /// Exactly the bytes `extent.byte_start..extent.byte_end` of the source text, for files.
+    pub text: String,
+    /// Heading path above this fragment ("Install > Linux"), if any.
+    pub heading: Option<String>,
+    pub extent: Extent,
+}
+
+/// A piece of input that could not be used, with its place (`file:line`) and the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// `path` or `path:line`.
+    pub place: String,
+    pub reason: String,
+    /// The source id this problem concerns, when known: its indexed version is kept.
+    pub source_id: Option<String>,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.place, self.reason)
+    }
+}

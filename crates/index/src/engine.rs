@@ -1,0 +1,312 @@
+//! An opened index: settings, snapshots, the channels and the query pipeline over them.
+//!
+//! Each query takes one searcher (an immutable snapshot): it never sees half a commit, and
+//! nothing a query does writes to the index.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use finder_core::{
+    Bm25Params, Channel, ChannelOutcome, Extent, FragmentKey, FragmentMeta, Retriever,
+    SearchResponse, Settings, SourceKey, SourceView, TrigramMode,
+};
+use serde::Serialize;
+use tantivy::schema::{IndexRecordOption, Value};
+use tantivy::{DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term, TERMINATED};
+
+use crate::analyzer::{looks_like_identifier, terms, TRIGRAMS, WORDS};
+use crate::error::{IndexError, Result};
+use crate::lexical::{query_terms, top_k};
+use crate::record::{CommitInfo, FragmentRecord, RunCounts};
+use crate::schema::{register_analyzers, resolve, Fields};
+use crate::store_error;
+use crate::writer::{commit_info, LEXICAL_DIR};
+
+/// Name of the settings file looked up in the index folder.
+pub const CONFIG_FILE: &str = "finder.toml";
+
+/// Loads settings: defaults, then `config` (or `<index>/finder.toml` when present).
+pub fn load_settings(index_dir: &Path, config: Option<&Path>) -> Result<Settings> {
+    let path = match config {
+        Some(p) => p.to_path_buf(),
+        None => index_dir.join(CONFIG_FILE),
+    };
+    if config.is_none() && !path.exists() {
+        return Ok(Settings::default());
+    }
+    let text = std::fs::read_to_string(&path).map_err(|source| IndexError::Io { path: path.clone(), source })?;
+    Ok(Settings::from_toml(&text, &path.display().to_string())?)
+}
+
+/// What `finder status` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub path: PathBuf,
+    pub sources: u64,
+    pub fragments: u64,
+    pub segments: usize,
+    pub size_bytes: u64,
+    pub origins: Vec<String>,
+    pub settings: finder_core::IndexSettings,
+    pub last_run: RunCounts,
+    pub committed_at: u64,
+}
+
+/// A Finder index opened for reading.
+pub struct Finder {
+    dir: PathBuf,
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+    info: CommitInfo,
+    settings: Settings,
+}
+
+impl Finder {
+    /// Opens the index in `dir` with the given query-time settings as the base for queries.
+    pub fn open(dir: &Path, settings: Settings) -> Result<Finder> {
+        let path = dir.join(LEXICAL_DIR);
+        if !path.join("meta.json").exists() {
+            return Err(IndexError::NotFound(dir.to_path_buf()));
+        }
+        let index = Index::open_in_dir(&path).map_err(|e| store_error(dir, e))?;
+        let fields = resolve(&index.schema())
+            .ok_or_else(|| IndexError::Corrupt { path: path.clone(), reason: "schema lacks Finder's fields".into() })?;
+        let info = commit_info(&index, dir)?.ok_or_else(|| IndexError::NotFound(dir.to_path_buf()))?;
+        register_analyzers(&index, &info.settings.language);
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e| store_error(dir, e))?;
+        let mut settings = settings;
+        settings.index = info.settings.clone();
+        Ok(Finder { dir: dir.to_path_buf(), index, reader, fields, info, settings })
+    }
+
+    /// The base settings of this index (index-time values as indexed).
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Applies `--set` overrides to a copy of the base settings. Index-time keys may only
+    /// repeat the indexed value.
+    pub fn settings_with(&self, overrides: &[String]) -> Result<Settings> {
+        let mut settings = self.settings.clone();
+        for o in overrides {
+            settings.set(o)?;
+            if settings.index != self.info.settings {
+                let key = o.split_once('=').map_or(o.as_str(), |(k, _)| k.trim()).to_string();
+                let indexed = toml_value(&self.info.settings, &key);
+                return Err(IndexError::IndexTimeSetting { key, indexed });
+            }
+        }
+        Ok(settings)
+    }
+
+    /// Picks up the latest commit (for long-lived readers such as a server).
+    pub fn reload(&self) -> Result<()> {
+        self.reader.reload().map_err(|e| store_error(&self.dir, e))
+    }
+
+    /// Runs one query through the whole pipeline.
+    pub fn search(&self, query: &str, settings: &Settings, offset: usize, limit: usize) -> Result<SearchResponse> {
+        let run = QueryRun { finder: self, searcher: self.reader.searcher(), seen: RefCell::new(HashMap::new()) };
+        finder_core::search(&run, query, settings, offset, limit)
+    }
+
+    pub fn status(&self) -> Result<Status> {
+        let searcher = self.reader.searcher();
+        let size_bytes = dir_size(&self.dir.join(LEXICAL_DIR));
+        Ok(Status {
+            path: self.dir.clone(),
+            sources: self.info.sources,
+            fragments: self.info.fragments,
+            segments: searcher.segment_readers().len(),
+            size_bytes,
+            origins: self.info.origins.clone(),
+            settings: self.info.settings.clone(),
+            last_run: self.info.last_run,
+            committed_at: self.info.committed_at,
+        })
+    }
+
+    /// The underlying tantivy index (for tests and benchmarks that compare with tantivy).
+    pub fn tantivy_index(&self) -> &Index {
+        &self.index
+    }
+}
+
+fn toml_value(settings: &finder_core::IndexSettings, key: &str) -> String {
+    let table = toml::Table::try_from(settings).unwrap_or_default();
+    let leaf = key.rsplit('.').next().unwrap_or(key);
+    table.get(leaf).map_or_else(|| "?".to_string(), |v| v.to_string())
+}
+
+fn dir_size(path: &Path) -> u64 {
+    std::fs::read_dir(path)
+        .map(|entries| entries.flatten().filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+        .unwrap_or(0)
+}
+
+/// What a query learned about a fragment it touched.
+#[derive(Clone, Copy)]
+struct Seen {
+    address: DocAddress,
+    source: SourceKey,
+    ordinal: u32,
+}
+
+/// One query's view: a snapshot plus what its channels found.
+struct QueryRun<'a> {
+    finder: &'a Finder,
+    searcher: Searcher,
+    seen: RefCell<HashMap<FragmentKey, Seen>>,
+}
+
+impl QueryRun<'_> {
+    fn fields(&self) -> Fields {
+        self.finder.fields
+    }
+
+    fn err(&self, e: tantivy::TantivyError) -> IndexError {
+        store_error(&self.finder.dir, e)
+    }
+
+    /// Reads keys of a fragment document and remembers them for later stages.
+    fn remember(&self, address: DocAddress) -> Result<FragmentKey> {
+        let segment = self.searcher.segment_reader(address.segment_ord);
+        let fast = segment.fast_fields();
+        let read = |name: &str| -> Result<u64> {
+            let column = fast.u64(name).map_err(|e| self.err(e))?;
+            column.first(address.doc_id).ok_or_else(|| IndexError::Corrupt {
+                path: self.finder.dir.clone(),
+                reason: format!("fragment without `{name}`"),
+            })
+        };
+        let key = FragmentKey(read("fragment_key")?);
+        let seen = Seen { address, source: SourceKey(read("source_key")?), ordinal: read("ordinal")? as u32 };
+        self.seen.borrow_mut().insert(key, seen);
+        Ok(key)
+    }
+
+    /// Live documents holding `term`, across segments.
+    fn docs_with(&self, term: &Term) -> Result<Vec<DocAddress>> {
+        let mut out = Vec::new();
+        for (ord, segment) in self.searcher.segment_readers().iter().enumerate() {
+            let inverted = segment.inverted_index(term.field()).map_err(|e| self.err(e))?;
+            let postings = inverted
+                .read_postings(term, IndexRecordOption::Basic)
+                .map_err(|e| self.err(e.into()))?;
+            let Some(mut postings) = postings else { continue };
+            let mut doc = postings.doc();
+            while doc != TERMINATED {
+                if !segment.is_deleted(doc) {
+                    out.push(DocAddress::new(ord as u32, doc));
+                }
+                doc = postings.advance();
+            }
+        }
+        Ok(out)
+    }
+
+    fn lookup(&self, fragment: FragmentKey) -> Result<Option<Seen>> {
+        if let Some(s) = self.seen.borrow().get(&fragment) {
+            return Ok(Some(*s));
+        }
+        let term = Term::from_field_u64(self.fields().fragment_key, fragment.0);
+        match self.docs_with(&term)?.first() {
+            Some(&address) => {
+                self.remember(address)?;
+                Ok(self.seen.borrow().get(&fragment).copied())
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn stored(&self, address: DocAddress) -> Result<(String, FragmentRecord)> {
+        let doc: TantivyDocument = self.searcher.doc(address).map_err(|e| self.err(e))?;
+        let text = |f| doc.get_first(f).and_then(|v| v.as_str()).unwrap_or("").to_string();
+        let record = serde_json::from_str(&text(self.fields().meta)).map_err(|e| IndexError::Corrupt {
+            path: self.finder.dir.clone(),
+            reason: format!("fragment record: {e}"),
+        })?;
+        Ok((text(self.fields().body), record))
+    }
+
+    fn bm25(&self, channel: Channel, field: tantivy::schema::Field, analyzer: &str, query: &str, settings: &Settings) -> Result<ChannelOutcome> {
+        let mut analyzer = self
+            .finder
+            .index
+            .tokenizers()
+            .get(analyzer)
+            .expect("analyzers are registered at open");
+        let words = terms(&mut analyzer, query);
+        if words.is_empty() {
+            return Ok(ChannelOutcome::Skipped("the query has no searchable terms".into()));
+        }
+        let params = Bm25Params { k1: settings.lexical.k1, b: settings.lexical.b };
+        let top = top_k(&self.searcher, field, &query_terms(field, &words), params, settings.lexical.fts_list_size)
+            .map_err(|e| self.err(e))?;
+        let mut hits = Vec::with_capacity(top.len());
+        for (address, score) in top {
+            hits.push(finder_core::ScoredFragment { fragment: self.remember(address)?, score });
+        }
+        Ok(ChannelOutcome::Ran(finder_core::RankedList { channel, hits }))
+    }
+}
+
+impl Retriever for QueryRun<'_> {
+    type Error = IndexError;
+
+    fn channels(&self) -> Vec<Channel> {
+        vec![Channel::Lexical, Channel::Trigram]
+    }
+
+    fn retrieve(&self, channel: Channel, query: &str, settings: &Settings) -> Result<ChannelOutcome> {
+        match channel {
+            Channel::Lexical => self.bm25(channel, self.fields().text, WORDS, query, settings),
+            Channel::Trigram => {
+                match settings.lexical.trigram {
+                    TrigramMode::Off => return Ok(ChannelOutcome::Skipped("lexical.trigram = off".into())),
+                    TrigramMode::Auto if !looks_like_identifier(query) => {
+                        return Ok(ChannelOutcome::Skipped(
+                            "no identifier-like token in the query (lexical.trigram = auto)".into(),
+                        ))
+                    }
+                    _ => {}
+                }
+                if !self.finder.info.settings.trigrams {
+                    return Ok(ChannelOutcome::Degraded("the index was built with index.trigrams = false".into()));
+                }
+                self.bm25(channel, self.fields().trigrams, TRIGRAMS, query, settings)
+            }
+            Channel::Vector => Ok(ChannelOutcome::Skipped("the semantic layer is not part of this index".into())),
+        }
+    }
+
+    fn fragment_meta(&self, fragments: &[FragmentKey]) -> Result<Vec<Option<FragmentMeta>>> {
+        fragments
+            .iter()
+            .map(|&f| Ok(self.lookup(f)?.map(|s| FragmentMeta { source: Some(s.source), ordinal: s.ordinal })))
+            .collect()
+    }
+
+    fn source(&self, source: SourceKey) -> Result<Option<SourceView>> {
+        let term = Term::from_field_u64(self.fields().source_key, source.0);
+        for address in self.docs_with(&term)? {
+            let (_, record) = self.stored(address)?;
+            if let Some(r) = record.source {
+                return Ok(Some(SourceView { id: r.id, envelope: r.envelope, summary: r.summary }));
+            }
+        }
+        Ok(None)
+    }
+
+    fn hint(&self, fragment: FragmentKey, query: &str, max_chars: usize) -> Result<Option<(String, Extent)>> {
+        let Some(seen) = self.lookup(fragment)? else { return Ok(None) };
+        let (body, record) = self.stored(seen.address)?;
+        Ok(Some((crate::preview::preview(&body, query, max_chars), record.extent)))
+    }
+}

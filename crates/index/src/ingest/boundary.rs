@@ -1,0 +1,104 @@
+//! Where to cut a text that is too long: at a sentence end, else between words, else between
+//! characters. Shared by the fragmenter and the summary so both break text the same way.
+
+/// The end (a byte offset into the text) of the longest good piece that fits the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Boundary {
+    /// The whole text fits.
+    Whole,
+    /// After a `.`, `?` or `!` that is followed by whitespace.
+    Sentence(usize),
+    /// Before whitespace, trailing whitespace excluded.
+    Word(usize),
+    /// Between two characters, for text with no whitespace to break at.
+    Char(usize),
+}
+
+impl Boundary {
+    /// The byte end of the piece, given the whole text's length.
+    pub fn end(self, len: usize) -> usize {
+        match self {
+            Boundary::Whole => len,
+            Boundary::Sentence(e) | Boundary::Word(e) | Boundary::Char(e) => e,
+        }
+    }
+}
+
+/// Chooses where a piece of at most `budget` (≥ 1) characters taken from the start of `text`
+/// should end. `text` must not start with whitespace, so every piece is non-empty.
+///
+/// A sentence end wins when it keeps at least half the budget; otherwise the last word break
+/// does, because a short first sentence would leave a needlessly small piece.
+pub(super) fn boundary(text: &str, budget: usize) -> Boundary {
+    let budget = budget.max(1);
+    let mut sentence: Option<(usize, usize)> = None;
+    let mut word: Option<usize> = None;
+    let mut prev = None;
+    for (count, (i, c)) in text.char_indices().enumerate() {
+        if c.is_whitespace() && i > 0 {
+            // Whitespace right after the window still lets the window end a word or sentence.
+            if matches!(prev, Some('.' | '?' | '!')) {
+                sentence = Some((i, count));
+            }
+            word = Some(i);
+        }
+        if count == budget {
+            return choose(text, budget, sentence, word, i);
+        }
+        prev = Some(c);
+    }
+    Boundary::Whole
+}
+
+fn choose(
+    text: &str,
+    budget: usize,
+    sentence: Option<(usize, usize)>,
+    word: Option<usize>,
+    window_end: usize,
+) -> Boundary {
+    match (sentence, word) {
+        (Some((end, chars)), _) if chars * 2 >= budget => Boundary::Sentence(end),
+        (_, Some(end)) => Boundary::Word(text[..end].trim_end().len()),
+        (Some((end, _)), None) => Boundary::Sentence(end),
+        (None, None) => Boundary::Char(window_end),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fits_whole() {
+        assert_eq!(boundary("short text", 10), Boundary::Whole);
+        assert_eq!(boundary("", 3), Boundary::Whole);
+    }
+
+    #[test]
+    fn prefers_a_late_sentence_end() {
+        let text = "One two three. Four five six";
+        assert_eq!(boundary(text, 20), Boundary::Sentence(14));
+        // The whitespace just past the window still marks the sentence end.
+        assert_eq!(boundary(text, 14), Boundary::Sentence(14));
+    }
+
+    #[test]
+    fn an_early_sentence_end_loses_to_a_word_break() {
+        let text = "Hi. then a long run of words";
+        assert_eq!(boundary(text, 20), Boundary::Word(19));
+        assert_eq!(&text[..19], "Hi. then a long run");
+    }
+
+    #[test]
+    fn falls_back_to_characters() {
+        let text = "ééééé";
+        assert_eq!(boundary(text, 2), Boundary::Char(4));
+        assert_eq!(boundary(text, 5), Boundary::Whole);
+    }
+
+    #[test]
+    fn a_run_of_spaces_is_trimmed_off_the_piece() {
+        assert_eq!(boundary("ab   cd ef", 6), Boundary::Word(2));
+    }
+}

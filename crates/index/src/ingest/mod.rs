@@ -1,0 +1,238 @@
+//! Ingestion: turns one input (a notes folder, a JSON Lines file or a BEIR folder) into
+//! sources with fragments, streaming them and the problems met in a deterministic order.
+
+mod boundary;
+mod fragment;
+mod front_matter;
+mod markdown;
+mod note;
+mod records;
+mod summary;
+mod walk;
+
+use std::path::Path;
+
+use finder_core::IndexSettings;
+
+pub use fragment::fragment;
+pub use summary::derive_summary;
+
+use crate::document::{Problem, SourceDoc};
+
+/// What kind of input a path is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    /// A folder of Markdown / plain-text notes.
+    Folder,
+    /// A JSON Lines file of source records.
+    Jsonl,
+    /// A BEIR-layout folder (its `corpus.jsonl`).
+    Beir,
+}
+
+/// A folder with `corpus.jsonl` is BEIR, any other folder is notes, a `.jsonl` / `.ndjson`
+/// file is records. A single note file is refused: its id would depend on where it was
+/// taken from, so its folder is the input.
+pub fn detect(path: &Path) -> Result<InputKind, Problem> {
+    let refuse = |reason: String| Problem { place: path.display().to_string(), reason, source_id: None };
+    let meta = std::fs::metadata(path).map_err(|e| refuse(format!("cannot read input: {e}")))?;
+    if meta.is_dir() {
+        return Ok(if path.join("corpus.jsonl").is_file() { InputKind::Beir } else { InputKind::Folder });
+    }
+    let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    if name.ends_with(".jsonl") || name.ends_with(".ndjson") {
+        return Ok(InputKind::Jsonl);
+    }
+    if walk::is_note_name(&name) {
+        let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        return Err(refuse(format!("a single note is not an input; pass its folder ({}) instead", folder.display())));
+    }
+    Err(refuse("not an input: expected a folder of notes, a .jsonl/.ndjson file or a BEIR folder".to_string()))
+}
+
+/// Reads one input and streams every source (or problem) to `sink`, in a deterministic order
+/// (sorted paths for folders, file order for records). `origin` is stored in each source.
+/// The error is for an input that cannot be read at all; anything smaller is a problem in
+/// the stream.
+pub fn read_input(
+    path: &Path,
+    origin: &str,
+    settings: &IndexSettings,
+    sink: &mut dyn FnMut(Result<SourceDoc, Problem>),
+) -> Result<InputKind, Problem> {
+    let kind = detect(path)?;
+    match kind {
+        InputKind::Folder => {
+            for item in walk::note_files(path) {
+                match item {
+                    Ok(file) => note::read_note(&file.id, &file.path, origin, settings, sink),
+                    Err(problem) => sink(Err(problem)),
+                }
+            }
+        }
+        InputKind::Jsonl => records::read_records(path, records::Layout::Records, origin, settings, sink)?,
+        InputKind::Beir => {
+            records::read_records(&path.join("corpus.jsonl"), records::Layout::Beir, origin, settings, sink)?;
+        }
+    }
+    Ok(kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::path::PathBuf;
+
+    fn collect(path: &Path) -> (InputKind, Vec<SourceDoc>, Vec<Problem>) {
+        let mut sources = Vec::new();
+        let mut problems = Vec::new();
+        let kind = read_input(path, "origin", &IndexSettings::default(), &mut |item| match item {
+            Ok(s) => sources.push(s),
+            Err(p) => problems.push(p),
+        })
+        .unwrap();
+        (kind, sources, problems)
+    }
+
+    fn write(root: &Path, name: &str, bytes: &[u8]) {
+        let path = root.join(name);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn detect_tells_the_kinds_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "notes/a.md", b"x");
+        write(root, "beir/corpus.jsonl", b"");
+        write(root, "recs.JSONL", b"");
+        write(root, "recs.ndjson", b"");
+        write(root, "data.csv", b"");
+        assert_eq!(detect(&root.join("notes")), Ok(InputKind::Folder));
+        assert_eq!(detect(&root.join("beir")), Ok(InputKind::Beir));
+        assert_eq!(detect(&root.join("recs.JSONL")), Ok(InputKind::Jsonl));
+        assert_eq!(detect(&root.join("recs.ndjson")), Ok(InputKind::Jsonl));
+        let single = detect(&root.join("notes/a.md")).unwrap_err();
+        assert!(single.reason.contains("pass its folder"), "{single}");
+        assert!(single.reason.contains("notes"), "{single}");
+        assert!(detect(&root.join("data.csv")).unwrap_err().reason.starts_with("not an input"));
+        assert!(detect(&root.join("missing")).unwrap_err().reason.starts_with("cannot read input"));
+    }
+
+    #[test]
+    fn folder_input_streams_sources_and_problems_in_path_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "b.md", b"---\ntitle: B\n---\nBody of b.\n");
+        write(root, "a.md", b"---\ntitle: [oops\n---\nBody of a.\n");
+        write(root, "sub/c.txt", b"plain text note");
+        write(root, "sub/bad.md", b"\xff");
+        write(root, "sub/empty.md", b"");
+        let mut order = Vec::new();
+        read_input(root, "o", &IndexSettings::default(), &mut |item| {
+            order.push(match item {
+                Ok(s) => format!("ok {}", s.id),
+                Err(p) => format!("problem {}", p.place),
+            })
+        })
+        .unwrap();
+        assert_eq!(
+            order,
+            vec!["problem a.md:3", "ok a.md", "ok b.md", "problem sub/bad.md:1", "ok sub/c.txt", "ok sub/empty.md"]
+        );
+        let (kind, sources, _) = collect(root);
+        assert_eq!(kind, InputKind::Folder);
+        assert_eq!(sources[2].envelope.title, "c");
+        assert_eq!(sources[2].summary, "plain text note");
+        assert!(sources.iter().all(|s| s.origin == "origin"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn unreadable_file_is_a_problem_that_keeps_its_id() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "locked.md", b"secret");
+        let path = dir.path().join("locked.md");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o000)).unwrap();
+        if fs::read(&path).is_ok() {
+            eprintln!("running with permission to read anything (root?); skipping");
+            return;
+        }
+        let (_, sources, problems) = collect(dir.path());
+        assert!(sources.is_empty());
+        assert_eq!(problems[0].place, "locked.md");
+        assert!(problems[0].reason.starts_with("cannot read file"));
+        assert_eq!(problems[0].source_id.as_deref(), Some("locked.md"));
+    }
+
+    #[test]
+    fn jsonl_and_beir_inputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "recs.jsonl", b"{\"id\": \"r1\", \"text\": \"one\"}\nnot json\n{\"id\": \"r2\", \"text\": \"two\"}\n");
+        let (kind, sources, problems) = collect(&root.join("recs.jsonl"));
+        assert_eq!(kind, InputKind::Jsonl);
+        assert_eq!(sources.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), vec!["r1", "r2"]);
+        assert_eq!(problems[0].place, "recs.jsonl:2");
+
+        write(root, "beir/corpus.jsonl", b"{\"_id\": \"d1\", \"title\": \"T\", \"text\": \"Doc text.\", \"metadata\": {}}\n");
+        write(root, "beir/queries.jsonl", b"{\"_id\": \"q1\", \"text\": \"query\"}\n");
+        let (kind, sources, problems) = collect(&root.join("beir"));
+        assert_eq!(kind, InputKind::Beir);
+        assert!(problems.is_empty());
+        assert_eq!(sources.len(), 1);
+        assert_eq!((sources[0].id.as_str(), sources[0].envelope.title.as_str()), ("d1", "T"));
+        assert_eq!(sources[0].fragments[0].text, "Doc text.");
+    }
+
+    fn shared_data(rel: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data").join(rel)
+    }
+
+    #[test]
+    fn real_dendron_notes_read_cleanly_with_exact_extents() {
+        let root = shared_data("dendron_site_vault/notes");
+        if !root.is_dir() {
+            eprintln!("{} absent; skipping", root.display());
+            return;
+        }
+        let (_, sources, problems) = collect(&root);
+        for p in &problems {
+            eprintln!("problem: {p}");
+        }
+        assert!(sources.len() > 1000, "{} sources", sources.len());
+        assert!(!problems.iter().any(|p| p.reason.contains("UTF-8")), "non-UTF-8 problems");
+        let mut fragments = 0;
+        for source in &sources {
+            let bytes = fs::read(root.join(&source.id)).unwrap();
+            assert_eq!(source.hash, blake3::hash(&bytes).to_hex().to_string());
+            for f in &source.fragments {
+                let e = f.extent;
+                assert_eq!(&bytes[e.byte_start as usize..e.byte_end as usize], f.text.as_bytes(), "{}", source.id);
+                let lines_before = bytes[..e.byte_start as usize].iter().filter(|&&b| b == b'\n').count();
+                assert_eq!(e.line_start as usize, 1 + lines_before, "{}", source.id);
+                assert!(f.text.chars().count() <= IndexSettings::default().fragment_max_chars);
+                fragments += 1;
+            }
+        }
+        eprintln!("{} sources, {fragments} fragments, {} problems", sources.len(), problems.len());
+    }
+
+    #[test]
+    fn bundled_example_notes_read_without_problems() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/notes");
+        if !root.is_dir() {
+            eprintln!("{} absent; skipping", root.display());
+            return;
+        }
+        let (_, sources, problems) = collect(&root);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!((10..=14).contains(&sources.len()), "{} notes", sources.len());
+        assert!(sources.iter().any(|s| s.id.contains('/')), "a note in a subfolder");
+        assert!(sources.iter().any(|s| s.id.ends_with(".txt")), "a plain-text note");
+        assert!(sources.iter().all(|s| !s.envelope.title.is_empty() && !s.summary.is_empty()));
+    }
+}

@@ -1,0 +1,359 @@
+//! Record inputs: JSON Lines source records and BEIR `corpus.jsonl`, one source per line,
+//! with a problem naming `file:line` for each line that cannot be used.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
+use std::path::Path;
+
+use finder_core::{Envelope, IndexSettings};
+use serde_json::{Map, Value};
+
+use super::{derive_summary, fragment};
+use crate::document::{Problem, SourceDoc};
+
+/// Which field names a record file uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Layout {
+    /// Finder records: `id`, `title`, `text`, `date`, `tags`, `summary`, `extras`.
+    Records,
+    /// BEIR corpus: `_id`, `title`, `text`, `metadata` (its scalars become extras).
+    Beir,
+}
+
+impl Layout {
+    fn id_key(self) -> &'static str {
+        match self {
+            Layout::Records => "id",
+            Layout::Beir => "_id",
+        }
+    }
+}
+
+/// Reads the record file at `path`. Only a file that cannot be opened is an error; every bad
+/// line is a problem sent to `sink`, and the lines after it are still read.
+pub(super) fn read_records(
+    path: &Path,
+    layout: Layout,
+    origin: &str,
+    settings: &IndexSettings,
+    sink: &mut dyn FnMut(Result<SourceDoc, Problem>),
+) -> Result<(), Problem> {
+    let file = std::fs::File::open(path).map_err(|e| Problem {
+        place: path.display().to_string(),
+        reason: format!("cannot read file: {e}"),
+        source_id: None,
+    })?;
+    let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    read_lines(std::io::BufReader::new(file), &name, layout, origin, settings, sink);
+    Ok(())
+}
+
+/// Reads records line by line from `reader`; `name` is the file name used in problem places.
+pub(super) fn read_lines(
+    mut reader: impl BufRead,
+    name: &str,
+    layout: Layout,
+    origin: &str,
+    settings: &IndexSettings,
+    sink: &mut dyn FnMut(Result<SourceDoc, Problem>),
+) {
+    let mut first_seen: HashMap<String, usize> = HashMap::new();
+    let mut buf = Vec::new();
+    let mut line_no = 0usize;
+    let mut offset = 0usize;
+    loop {
+        buf.clear();
+        let read = match reader.read_until(b'\n', &mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) => {
+                let place = format!("{name}:{}", line_no + 1);
+                sink(Err(Problem { place, reason: format!("cannot read file: {e}"), source_id: None }));
+                return;
+            }
+        };
+        line_no += 1;
+        let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let line_start = offset;
+        offset += read;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let place = format!("{name}:{line_no}");
+        let record = match parse_line(line, line_start, layout) {
+            Ok(record) => record,
+            Err(Invalid { reason, id }) => {
+                sink(Err(Problem { place, reason, source_id: id }));
+                continue;
+            }
+        };
+        if let Some(first) = first_seen.get(&record.id) {
+            let reason = format!("duplicate id {} (first at line {first})", record.id);
+            sink(Err(Problem { place, reason, source_id: Some(record.id) }));
+            continue;
+        }
+        first_seen.insert(record.id.clone(), line_no);
+        // The line's bytes, without its line ending, are everything that shapes the source.
+        let hash = blake3::hash(line).to_hex().to_string();
+        sink(Ok(record.into_source(origin, hash, settings)));
+    }
+}
+
+/// One usable record.
+struct Record {
+    id: String,
+    title: String,
+    text: String,
+    date: Option<String>,
+    tags: Vec<String>,
+    summary: Option<String>,
+    extras: BTreeMap<String, String>,
+}
+
+impl Record {
+    fn into_source(self, origin: &str, hash: String, settings: &IndexSettings) -> SourceDoc {
+        let summary = self.summary.unwrap_or_else(|| derive_summary(&self.text, settings.summary_max_chars));
+        SourceDoc {
+            origin: origin.to_string(),
+            envelope: Envelope {
+                title: self.title,
+                path: self.id.clone(),
+                date: self.date,
+                tags: self.tags,
+                extras: self.extras,
+            },
+            summary,
+            hash,
+            // Record extents are relative to the record's text: there is no file to slice.
+            fragments: fragment(&self.text, 0, 1, settings.fragment_max_chars),
+            id: self.id,
+        }
+    }
+}
+
+/// Why a line is unusable, and its id when that much could be read.
+struct Invalid {
+    reason: String,
+    id: Option<String>,
+}
+
+impl Invalid {
+    fn new(reason: impl Into<String>) -> Invalid {
+        Invalid { reason: reason.into(), id: None }
+    }
+}
+
+fn parse_line(line: &[u8], line_start: usize, layout: Layout) -> Result<Record, Invalid> {
+    let text = std::str::from_utf8(line)
+        .map_err(|e| Invalid::new(format!("not valid UTF-8 (byte offset {})", line_start + e.valid_up_to())))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        let message = e.to_string();
+        let message = message.split(" at line ").next().unwrap_or(&message).to_string();
+        Invalid::new(format!("not valid JSON: {message} (column {})", e.column()))
+    })?;
+    let Value::Object(object) = value else {
+        return Err(Invalid::new("expected a JSON object with `id` and `text`"));
+    };
+    let id_key = layout.id_key();
+    let id = match object.get(id_key) {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::String(_)) => return Err(Invalid::new(format!("`{id_key}` is empty"))),
+        None | Some(Value::Null) => return Err(Invalid::new(format!("missing `{id_key}` (a string or number)"))),
+        Some(_) => return Err(Invalid::new(format!("`{id_key}` must be a string or number"))),
+    };
+    fields(&object, id.clone(), layout).map_err(|reason| Invalid { reason, id: Some(id) })
+}
+
+/// The fields after the id; an error says which field was wrong and what it should be.
+fn fields(object: &Map<String, Value>, id: String, layout: Layout) -> Result<Record, String> {
+    let text = match object.get("text") {
+        Some(Value::String(s)) => s.clone(),
+        None | Some(Value::Null) => return Err("missing `text` (a string, may be empty)".to_string()),
+        Some(_) => return Err("`text` must be a string".to_string()),
+    };
+    let title = optional_string(object, "title")?.unwrap_or_default();
+    let date = match object.get("date") {
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => optional_string(object, "date")?,
+    };
+    let tags = match object.get("tags") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|t| t.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .ok_or("`tags` must be an array of strings")?,
+        Some(_) => return Err("`tags` must be an array of strings".to_string()),
+    };
+    let summary = optional_string(object, "summary")?.filter(|s| !s.trim().is_empty());
+    let extras = match layout {
+        Layout::Records => extras(object.get("extras"))?,
+        // BEIR metadata is free-form: keep its scalars, pass over the rest.
+        Layout::Beir => match object.get("metadata") {
+            Some(Value::Object(map)) => map.iter().filter_map(|(k, v)| Some((k.clone(), scalar(v)?))).collect(),
+            _ => BTreeMap::new(),
+        },
+    };
+    Ok(Record { id, title, text, date, tags, summary, extras })
+}
+
+fn optional_string(object: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match object.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(format!("`{key}` must be a string")),
+    }
+}
+
+/// `extras`: an object whose values are strings, numbers or booleans (nulls are skipped).
+fn extras(value: Option<&Value>) -> Result<BTreeMap<String, String>, String> {
+    let map = match value {
+        None | Some(Value::Null) => return Ok(BTreeMap::new()),
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err("`extras` must be an object of strings, numbers or booleans".to_string()),
+    };
+    let mut out = BTreeMap::new();
+    for (key, value) in map {
+        match value {
+            Value::Null => {}
+            other => {
+                let text = scalar(other)
+                    .ok_or_else(|| format!("`extras.{key}` must be a string, number or boolean"))?;
+                out.insert(key.clone(), text);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn scalar(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str, layout: Layout) -> (Vec<SourceDoc>, Vec<Problem>) {
+        let mut sources = Vec::new();
+        let mut problems = Vec::new();
+        let settings = IndexSettings::default();
+        read_lines(text.as_bytes(), "in.jsonl", layout, "o", &settings, &mut |item| match item {
+            Ok(s) => sources.push(s),
+            Err(p) => problems.push(p),
+        });
+        (sources, problems)
+    }
+
+    #[test]
+    fn records_become_sources_with_all_fields() {
+        let line = r#"{"id": 7, "title": "Token expiry", "text": "AUTH-041 means the refresh token expired.", "date": "2024-01-02", "tags": ["auth"], "extras": {"team": "platform", "sev": 2, "public": false, "none": null}, "other": [1]}"#;
+        let (sources, problems) = read(&format!("{line}\n"), Layout::Records);
+        assert!(problems.is_empty(), "{problems:?}");
+        let s = &sources[0];
+        assert_eq!(s.id, "7");
+        assert_eq!(s.envelope.path, "7");
+        assert_eq!(s.envelope.title, "Token expiry");
+        assert_eq!(s.envelope.date.as_deref(), Some("2024-01-02"));
+        assert_eq!(s.envelope.tags, vec!["auth"]);
+        let extras: Vec<_> = s.envelope.extras.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(extras, vec![("public", "false"), ("sev", "2"), ("team", "platform")]);
+        assert_eq!(s.summary, "AUTH-041 means the refresh token expired.");
+        assert_eq!(s.hash, blake3::hash(line.as_bytes()).to_hex().to_string());
+        assert_eq!(s.fragments.len(), 1);
+        assert_eq!(s.fragments[0].extent.byte_start, 0);
+        assert_eq!(s.fragments[0].extent.line_start, 1);
+    }
+
+    #[test]
+    fn malformed_line_in_the_middle_is_a_problem_and_the_rest_is_read() {
+        let text = "{\"id\": \"a\", \"text\": \"first\"}\n{\"id\": \"b\", \"text\": \n\n{\"id\": \"c\", \"text\": \"third\", \"summary\": \"Given.\"}\r\n";
+        let (sources, problems) = read(text, Layout::Records);
+        let ids: Vec<_> = sources.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, vec!["a", "c"]);
+        assert_eq!(sources[1].summary, "Given.");
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].place, "in.jsonl:2");
+        assert!(problems[0].reason.starts_with("not valid JSON"), "{}", problems[0].reason);
+        assert_eq!(problems[0].source_id, None);
+    }
+
+    #[test]
+    fn missing_and_mistyped_fields_are_named() {
+        let cases = [
+            (r#"{"text": "x"}"#, "missing `id` (a string or number)", None),
+            (r#"{"id": "", "text": "x"}"#, "`id` is empty", None),
+            (r#"{"id": [1], "text": "x"}"#, "`id` must be a string or number", None),
+            (r#"{"id": "k"}"#, "missing `text` (a string, may be empty)", Some("k")),
+            (r#"{"id": "k", "text": 3}"#, "`text` must be a string", Some("k")),
+            (r#"{"id": "k", "text": "", "tags": "a"}"#, "`tags` must be an array of strings", Some("k")),
+            (r#"{"id": "k", "text": "", "tags": ["a", 1]}"#, "`tags` must be an array of strings", Some("k")),
+            (r#"{"id": "k", "text": "", "title": 1}"#, "`title` must be a string", Some("k")),
+            (r#"{"id": "k", "text": "", "extras": {"a": [1]}}"#, "`extras.a` must be a string, number or boolean", Some("k")),
+            (r#"["id", "text"]"#, "expected a JSON object with `id` and `text`", None),
+        ];
+        for (line, reason, id) in cases {
+            let (sources, problems) = read(line, Layout::Records);
+            assert!(sources.is_empty(), "{line}");
+            assert_eq!(problems[0].reason, reason, "{line}");
+            assert_eq!(problems[0].source_id.as_deref(), id, "{line}");
+            assert_eq!(problems[0].place, "in.jsonl:1");
+        }
+    }
+
+    #[test]
+    fn empty_text_is_a_source_without_fragments() {
+        let (sources, problems) = read(r#"{"id": "e", "text": ""}"#, Layout::Records);
+        assert!(problems.is_empty());
+        assert!(sources[0].fragments.is_empty());
+        assert_eq!(sources[0].envelope.title, "");
+    }
+
+    #[test]
+    fn duplicate_id_keeps_the_first() {
+        let text = "{\"id\": \"a\", \"text\": \"one\"}\n{\"id\": \"b\", \"text\": \"two\"}\n{\"id\": \"a\", \"text\": \"three\"}\n";
+        let (sources, problems) = read(text, Layout::Records);
+        assert_eq!(sources.len(), 2);
+        assert_eq!(sources[0].fragments[0].text, "one");
+        assert_eq!(problems[0].place, "in.jsonl:3");
+        assert_eq!(problems[0].reason, "duplicate id a (first at line 1)");
+        assert_eq!(problems[0].source_id.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn non_utf8_line_names_the_file_offset() {
+        let mut bytes = b"{\"id\": \"a\", \"text\": \"ok\"}\n".to_vec();
+        bytes.extend_from_slice(b"{\"id\": \"b\", \"text\": \"\xff\"}\n");
+        let mut problems = Vec::new();
+        read_lines(&bytes[..], "r.jsonl", Layout::Records, "o", &IndexSettings::default(), &mut |item| {
+            if let Err(p) = item {
+                problems.push(p);
+            }
+        });
+        assert_eq!(problems[0].place, "r.jsonl:2");
+        assert_eq!(problems[0].reason, "not valid UTF-8 (byte offset 47)");
+    }
+
+    #[test]
+    fn beir_lines_use_underscore_id_and_metadata() {
+        let text = r#"{"_id": "4983", "title": "White matter", "text": "Alterations of the architecture. More text.", "metadata": {"year": 2002, "authors": ["x"]}}"#;
+        let (sources, problems) = read(text, Layout::Beir);
+        assert!(problems.is_empty());
+        let s = &sources[0];
+        assert_eq!(s.id, "4983");
+        assert_eq!(s.envelope.title, "White matter");
+        assert_eq!(s.envelope.extras.get("year").map(String::as_str), Some("2002"));
+        assert!(!s.envelope.extras.contains_key("authors"));
+        assert_eq!(s.fragments[0].text, "Alterations of the architecture. More text.");
+        assert_eq!(s.summary, "Alterations of the architecture. More text.");
+        let (_, problems) = read(r#"{"id": "x", "text": "t"}"#, Layout::Beir);
+        assert_eq!(problems[0].reason, "missing `_id` (a string or number)");
+    }
+}

@@ -1,0 +1,127 @@
+//! The folder walk: every note file under a folder, sorted by relative path, skipping hidden
+//! names and reporting symlinks instead of following them.
+
+use std::path::{Path, PathBuf};
+
+use walkdir::WalkDir;
+
+use crate::document::Problem;
+
+/// A note file found by the walk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct NoteFile {
+    /// Path relative to the folder, `/`-separated: the source id.
+    pub id: String,
+    pub path: PathBuf,
+}
+
+/// Whether a file name is a note: `.md`, `.markdown` or `.txt`, in any case.
+pub(super) fn is_note_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    [".md", ".markdown", ".txt"].iter().any(|ext| lower.ends_with(ext))
+}
+
+/// The note files under `root` and the problems met on the way, in relative-path order.
+pub(super) fn note_files(root: &Path) -> Vec<Result<NoteFile, Problem>> {
+    let mut found: Vec<(String, Result<NoteFile, Problem>)> = Vec::new();
+    let walk = WalkDir::new(root)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
+    for entry in walk {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                let place = e.path().map_or_else(|| root.display().to_string(), |p| relative(root, p));
+                let reason = format!("cannot read: {}", e.io_error().map_or_else(|| e.to_string(), ToString::to_string));
+                found.push((place.clone(), Err(Problem { place, reason, source_id: None })));
+                continue;
+            }
+        };
+        if entry.depth() == 0 {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy();
+        let id = relative(root, entry.path());
+        if entry.path_is_symlink() {
+            // Only links that would have been read are worth a word: folders and note names.
+            let to_dir = std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir());
+            if to_dir || is_note_name(&name) {
+                let problem = Problem { place: id.clone(), reason: "symlink not followed".to_string(), source_id: None };
+                found.push((id, Err(problem)));
+            }
+            continue;
+        }
+        if !entry.file_type().is_file() || !is_note_name(&name) {
+            continue;
+        }
+        if entry.path().strip_prefix(root).ok().and_then(Path::to_str).is_none() {
+            let reason = "file name is not valid UTF-8; rename it to index it".to_string();
+            found.push((id.clone(), Err(Problem { place: id, reason, source_id: None })));
+            continue;
+        }
+        found.push((id.clone(), Ok(NoteFile { id, path: entry.into_path() })));
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found.into_iter().map(|(_, item)| item).collect()
+}
+
+/// `path` relative to `root`, with `/` between components.
+fn relative(root: &Path, path: &Path) -> String {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn ids(root: &Path) -> Vec<Result<String, String>> {
+        note_files(root).into_iter().map(|r| r.map(|f| f.id).map_err(|p| p.to_string())).collect()
+    }
+
+    #[test]
+    fn walks_sorted_skipping_hidden_and_other_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for name in ["b.md", "a.TXT", "sub/c.markdown", "sub/deeper/d.md", "image.png", ".hidden.md", ".git/x.md", "sub/.obsidian/y.md"] {
+            let path = root.join(name);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, "x").unwrap();
+        }
+        assert_eq!(
+            ids(root),
+            vec![Ok("a.TXT".into()), Ok("b.md".into()), Ok("sub/c.markdown".into()), Ok("sub/deeper/d.md".into())]
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinks_are_reported_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("notes");
+        let outside = dir.path().join("outside");
+        fs::create_dir_all(&root).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("secret.md"), "x").unwrap();
+        fs::write(root.join("real.md"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.join("secret.md"), root.join("link.md")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("linked_dir")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret.md"), root.join("not_a_note.bin")).unwrap();
+        assert_eq!(
+            ids(&root),
+            vec![
+                Err("link.md: symlink not followed".into()),
+                Err("linked_dir: symlink not followed".into()),
+                Ok("real.md".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn note_names_by_extension_in_any_case() {
+        assert!(is_note_name("A.MD") && is_note_name("x.Markdown") && is_note_name("t.txt"));
+        assert!(!is_note_name("x.mdx") && !is_note_name("md") && !is_note_name("a.json"));
+    }
+}

@@ -1,0 +1,34 @@
+//! Stable 64-bit keys for sources and fragments, derived from ids so they survive re-indexing.
+
+use finder_core::{FragmentKey, SourceKey};
+
+fn hash64(parts: &[&[u8]]) -> u64 {
+    let mut h = blake3::Hasher::new();
+    for p in parts {
+        h.update(&(p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    let bytes = h.finalize();
+    u64::from_le_bytes(bytes.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+pub(crate) fn source_key(id: &str) -> SourceKey {
+    SourceKey(hash64(&[b"source", id.as_bytes()]))
+}
+
+pub(crate) fn fragment_key(source_id: &str, ordinal: u32) -> FragmentKey {
+    FragmentKey(hash64(&[b"fragment", source_id.as_bytes(), &ordinal.to_le_bytes()]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_stable_and_distinct() {
+        assert_eq!(source_key("a.md"), source_key("a.md"));
+        assert_ne!(source_key("a.md"), source_key("b.md"));
+        assert_ne!(fragment_key("a.md", 0), fragment_key("a.md", 1));
+        assert_ne!(fragment_key("a", 10), fragment_key("a1", 0));
+    }
+}

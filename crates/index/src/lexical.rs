@@ -1,0 +1,124 @@
+//! BM25 over tantivy's postings and field norms with query-time `k1` and `b`.
+//!
+//! tantivy's own scorer hard-codes k1 = 1.2 and b = 0.75. This scorer reads the same postings,
+//! field norms and collection statistics and computes the same formula with any constants, so
+//! at the defaults it ranks as tantivy does (tested) and otherwise follows the settings.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+
+use finder_core::{bm25_idf, bm25_term_score, Bm25Params};
+use tantivy::postings::Postings;
+use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::{DocAddress, DocSet, Searcher, Term, TERMINATED};
+
+/// Counts each distinct term of an analyzed query; repeated query terms weigh more, as in a
+/// boolean query with one clause per occurrence.
+pub fn query_terms(field: Field, terms: &[String]) -> Vec<(Term, u32)> {
+    let mut counts: Vec<(String, u32)> = Vec::new();
+    for t in terms {
+        match counts.iter_mut().find(|(s, _)| s == t) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((t.clone(), 1)),
+        }
+    }
+    counts.into_iter().map(|(t, n)| (Term::from_field_text(field, &t), n)).collect()
+}
+
+/// Collection statistics of one field, summed over segments the way tantivy sums them
+/// (deleted documents count until their segment is merged).
+pub struct FieldStats {
+    pub num_docs: u64,
+    pub avg_len: f32,
+}
+
+pub fn field_stats(searcher: &Searcher, field: Field) -> tantivy::Result<FieldStats> {
+    let mut num_docs = 0u64;
+    let mut tokens = 0u64;
+    for segment in searcher.segment_readers() {
+        num_docs += u64::from(segment.max_doc());
+        tokens += segment.inverted_index(field)?.total_num_tokens();
+    }
+    let avg_len = if num_docs == 0 { 1.0 } else { (tokens as f32 / num_docs as f32).max(f32::MIN_POSITIVE) };
+    Ok(FieldStats { num_docs, avg_len })
+}
+
+#[derive(PartialEq)]
+struct Entry(f32, DocAddress);
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    /// "Greater" means worse, so the max-heap's top is the entry to evict: lower scores are
+    /// worse, and on equal scores the later address is worse, as in tantivy's collector.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.0.total_cmp(&self.0).then_with(|| self.1.cmp(&other.1))
+    }
+}
+
+/// The `k` best fragments for `terms`, best first. Term-at-a-time accumulation per segment.
+pub fn top_k(
+    searcher: &Searcher,
+    field: Field,
+    terms: &[(Term, u32)],
+    params: Bm25Params,
+    k: usize,
+) -> tantivy::Result<Vec<(DocAddress, f32)>> {
+    if terms.is_empty() || k == 0 {
+        return Ok(Vec::new());
+    }
+    let stats = field_stats(searcher, field)?;
+    let mut idf: HashMap<&Term, f32> = HashMap::new();
+    for (term, _) in terms {
+        let df = searcher.doc_freq(term)?;
+        idf.insert(term, bm25_idf(stats.num_docs, df));
+    }
+    let mut heap: BinaryHeap<Entry> = BinaryHeap::with_capacity(k + 1);
+    let mut acc: Vec<f32> = Vec::new();
+    let mut touched: Vec<u32> = Vec::new();
+    for (seg_ord, segment) in searcher.segment_readers().iter().enumerate() {
+        let inverted = segment.inverted_index(field)?;
+        let norms = segment.get_fieldnorms_reader(field)?;
+        acc.clear();
+        acc.resize(segment.max_doc() as usize, 0.0);
+        touched.clear();
+        for (term, qtf) in terms {
+            let Some(mut postings) = inverted.read_postings(term, IndexRecordOption::WithFreqs)? else {
+                continue;
+            };
+            let weight = idf[term] * *qtf as f32;
+            let mut doc = postings.doc();
+            while doc != TERMINATED {
+                let len = norms.fieldnorm(doc) as f32;
+                let s = bm25_term_score(params, weight, postings.term_freq(), len, stats.avg_len);
+                let slot = &mut acc[doc as usize];
+                if *slot == 0.0 {
+                    touched.push(doc);
+                }
+                *slot += s;
+                doc = postings.advance();
+            }
+        }
+        for &doc in &touched {
+            if segment.is_deleted(doc) {
+                continue;
+            }
+            let entry = Entry(acc[doc as usize], DocAddress::new(seg_ord as u32, doc));
+            if heap.len() < k {
+                heap.push(entry);
+            } else if heap.peek().is_some_and(|min| entry < *min) {
+                heap.pop();
+                heap.push(entry);
+            }
+        }
+    }
+    let mut out: Vec<(DocAddress, f32)> = heap.into_iter().map(|e| (e.1, e.0)).collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(out)
+}

@@ -1,0 +1,47 @@
+//! Finder's embedded index: ingestion of files and records, the tantivy-backed store, the
+//! lexical channels, and the query pipeline over an index folder.
+//!
+//! An index folder holds `lexical/` (a tantivy index: one document per fragment, the source
+//! record on each source's first fragment, commit info in the commit payload) and an optional
+//! `finder.toml`. Everything in it is derived from the inputs and can be rebuilt.
+
+mod analyzer;
+mod document;
+mod engine;
+mod error;
+mod ingest;
+mod keys;
+mod lexical;
+mod preview;
+mod record;
+mod schema;
+mod writer;
+
+pub use analyzer::looks_like_identifier;
+pub use document::{FragmentDoc, Problem, SourceDoc};
+pub use engine::{load_settings, Finder, Status, CONFIG_FILE};
+pub use error::{IndexError, Result};
+pub use ingest::{derive_summary, detect, fragment, read_input, InputKind};
+pub use record::{CommitInfo, RunCounts};
+pub use writer::{index_inputs, Progress, RunReport};
+
+fn store_error(dir: &std::path::Path, source: tantivy::TantivyError) -> IndexError {
+    IndexError::Storage { path: dir.to_path_buf(), source }
+}
+
+#[doc(hidden)]
+pub mod testing {
+    //! Internals exposed for the integration tests and benchmarks only.
+    pub use crate::analyzer::terms as analyze;
+    pub use crate::lexical::{field_stats, query_terms, top_k};
+
+    /// The word analyzer for `language`, as the index uses it.
+    pub fn word_analyzer(language: &str) -> tantivy::tokenizer::TextAnalyzer {
+        crate::analyzer::word_analyzer(language)
+    }
+
+    /// The BM25 field of an opened index.
+    pub fn text_field(index: &tantivy::Index) -> tantivy::schema::Field {
+        index.schema().get_field("text").expect("text field")
+    }
+}

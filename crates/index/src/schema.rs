@@ -1,0 +1,68 @@
+//! The tantivy schema: one document per fragment. The first fragment of a source (ordinal 0)
+//! also carries the source record (envelope, summary, hash, origin), so a source and its
+//! fragments are written, replaced and deleted together in one atomic commit.
+
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STORED, STRING,
+};
+use tantivy::Index;
+
+use crate::analyzer::{trigram_analyzer, word_analyzer, TRIGRAMS, WORDS};
+
+/// Field handles, resolved once per index.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fields {
+    /// Source id, indexed raw: the delete and lookup key.
+    pub source_id: Field,
+    pub source_key: Field,
+    pub fragment_key: Field,
+    pub ordinal: Field,
+    /// Title, heading and fragment text through the word analyzer (BM25 field).
+    pub text: Field,
+    /// The same through the trigram analyzer.
+    pub trigrams: Field,
+    /// Fragment text exactly as in the source (stored only).
+    pub body: Field,
+    /// JSON: extent and heading; on ordinal 0 also the source record.
+    pub meta: Field,
+}
+
+pub(crate) fn build_schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let analyzed = |name: &str| {
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default().set_tokenizer(name).set_index_option(IndexRecordOption::WithFreqs),
+        )
+    };
+    let fields = Fields {
+        source_id: b.add_text_field("source_id", STRING | STORED),
+        source_key: b.add_u64_field("source_key", INDEXED | FAST | STORED),
+        fragment_key: b.add_u64_field("fragment_key", INDEXED | FAST | STORED),
+        ordinal: b.add_u64_field("ordinal", INDEXED | FAST | STORED),
+        text: b.add_text_field("text", analyzed(WORDS)),
+        trigrams: b.add_text_field("trigrams", analyzed(TRIGRAMS)),
+        body: b.add_text_field("body", STORED),
+        meta: b.add_text_field("meta", STORED),
+    };
+    (b.build(), fields)
+}
+
+pub(crate) fn resolve(schema: &Schema) -> Option<Fields> {
+    let f = |name: &str| schema.get_field(name).ok();
+    Some(Fields {
+        source_id: f("source_id")?,
+        source_key: f("source_key")?,
+        fragment_key: f("fragment_key")?,
+        ordinal: f("ordinal")?,
+        text: f("text")?,
+        trigrams: f("trigrams")?,
+        body: f("body")?,
+        meta: f("meta")?,
+    })
+}
+
+/// Registers the analyzers the schema names; must run before writing or querying.
+pub(crate) fn register_analyzers(index: &Index, language: &str) {
+    index.tokenizers().register(WORDS, word_analyzer(language));
+    index.tokenizers().register(TRIGRAMS, trigram_analyzer());
+}

@@ -1,0 +1,330 @@
+//! Incremental, atomic indexing runs: read inputs, redo changed sources, drop deleted ones,
+//! commit once.
+//!
+//! Nothing is visible until the single commit at the end; a run that fails or is killed
+//! leaves the previous commit intact. A source whose input fails to read this time keeps
+//! its indexed version.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use finder_core::Settings;
+use tantivy::collector::DocSetCollector;
+use tantivy::query::TermQuery;
+use tantivy::schema::{IndexRecordOption, Value};
+use tantivy::{doc, Index, IndexWriter, TantivyDocument, Term};
+
+use crate::document::{Problem, SourceDoc};
+use crate::error::{IndexError, Result};
+use crate::keys::{fragment_key, source_key};
+use crate::record::{CommitInfo, FragmentRecord, RunCounts, SourceRecord, FORMAT};
+use crate::schema::{build_schema, register_analyzers, resolve, Fields};
+use crate::{ingest, store_error};
+
+/// Sub-folder of the index folder that holds the tantivy index.
+pub(crate) const LEXICAL_DIR: &str = "lexical";
+
+/// Progress of a run, for progress bars.
+#[derive(Debug, Clone)]
+pub enum Progress<'a> {
+    /// Starting to read an input.
+    Input { path: &'a Path, kind: &'a str },
+    /// One more source read (`done` counts all inputs so far).
+    Source { done: u64 },
+    /// Writing the commit.
+    Committing,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default)]
+pub struct RunReport {
+    pub counts: RunCounts,
+    pub problems: Vec<Problem>,
+    /// The whole index was rebuilt because index-time settings changed.
+    pub rebuilt: bool,
+    pub sources: u64,
+    pub fragments: u64,
+}
+
+/// Indexes `inputs` into the index folder `dir`, creating it when needed.
+pub fn index_inputs(
+    dir: &Path,
+    inputs: &[PathBuf],
+    settings: &Settings,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<RunReport> {
+    let (index, fields) = open_or_create(dir, settings)?;
+    let info = commit_info(&index, dir)?;
+    let err = |e| store_error(dir, e);
+    let rebuild = info.as_ref().is_some_and(|i| i.settings != settings.index);
+
+    let catalog = load_catalog(&index, fields, dir)?;
+    let mut origins = Vec::new();
+    for input in inputs {
+        let canonical = input.canonicalize().map_err(|e| {
+            IndexError::Input(Problem { place: input.display().to_string(), reason: e.to_string(), source_id: None })
+        })?;
+        origins.push(canonical.display().to_string());
+    }
+    if rebuild {
+        let missing: Vec<&String> = info
+            .iter()
+            .flat_map(|i| &i.origins)
+            .filter(|o| !origins.contains(o))
+            .collect();
+        if !missing.is_empty() {
+            return Err(IndexError::Input(Problem {
+                place: dir.display().to_string(),
+                reason: format!(
+                    "index-time settings changed, so the whole index is rebuilt; pass every input it holds (missing: {})",
+                    missing.iter().map(|s| s.to_string()).collect::<Vec<String>>().join(", ")
+                ),
+                source_id: None,
+            }));
+        }
+    }
+
+    let mut writer: IndexWriter = index.writer(100_000_000).map_err(|e| match e {
+        tantivy::TantivyError::LockFailure(..) => IndexError::Busy(dir.to_path_buf()),
+        e => store_error(dir, e),
+    })?;
+    if rebuild {
+        writer.delete_all_documents().map_err(err)?;
+    }
+
+    let mut report = RunReport { rebuilt: rebuild, ..RunReport::default() };
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut written: HashMap<String, SourceRecord> = HashMap::new();
+    let mut incomplete: HashSet<String> = HashSet::new();
+    let mut done = 0u64;
+    let mut failure: Option<IndexError> = None;
+    for (input, origin) in inputs.iter().zip(&origins) {
+        let kind = ingest::detect(input).map_err(IndexError::Input)?;
+        progress(Progress::Input { path: input, kind: kind_name(&kind) });
+        let mut sink = |item: std::result::Result<SourceDoc, Problem>| {
+            if failure.is_some() {
+                return;
+            }
+            done += 1;
+            progress(Progress::Source { done });
+            match item {
+                Err(problem) => {
+                    match &problem.source_id {
+                        Some(id) => {
+                            seen.insert(id.clone());
+                        }
+                        None => {
+                            incomplete.insert(origin.clone());
+                        }
+                    }
+                    report.problems.push(problem);
+                }
+                Ok(source) => {
+                    if !seen.insert(source.id.clone()) {
+                        report.problems.push(Problem {
+                            place: source.origin.clone(),
+                            reason: format!("source id `{}` also comes from another input; the later one wins", source.id),
+                            source_id: Some(source.id.clone()),
+                        });
+                    }
+                    let previous = catalog.get(&source.id);
+                    if !rebuild && previous.is_some_and(|p| p.hash == source.hash && p.origin == source.origin) {
+                        report.counts.unchanged += 1;
+                        return;
+                    }
+                    if previous.is_some() && !rebuild {
+                        report.counts.updated += 1;
+                    } else {
+                        report.counts.added += 1;
+                    }
+                    writer.delete_term(Term::from_field_text(fields.source_id, &source.id));
+                    match add_source(&writer, fields, settings, &source) {
+                        Ok(record) => {
+                            written.insert(source.id.clone(), record);
+                        }
+                        Err(e) => failure = Some(store_error(dir, e)),
+                    }
+                }
+            }
+        };
+        ingest::read_input(input, origin, &settings.index, &mut sink).map_err(IndexError::Input)?;
+        if let Some(e) = failure.take() {
+            return Err(e);
+        }
+    }
+
+    // Sources of this run's inputs that were not seen are gone from their input, unless the
+    // input had errors that hid which ids it holds.
+    let mut kept_ids = HashSet::new();
+    for (id, record) in &catalog {
+        if seen.contains(id) || !origins.contains(&record.origin) {
+            continue;
+        }
+        if incomplete.contains(&record.origin) {
+            kept_ids.insert(id.clone());
+            continue;
+        }
+        writer.delete_term(Term::from_field_text(fields.source_id, id));
+        report.counts.removed += 1;
+    }
+    let failed_ids: HashSet<&String> = report.problems.iter().filter_map(|p| p.source_id.as_ref()).collect();
+    report.counts.kept = (kept_ids.len()
+        + failed_ids.iter().filter(|id| catalog.contains_key(**id) && !written.contains_key(**id)).count())
+        as u64;
+    report.counts.problems = report.problems.len() as u64;
+
+    // Totals after this run: the previous catalog, minus removals, plus what was written.
+    let mut totals: HashMap<&String, u32> = HashMap::new();
+    if !rebuild {
+        for (id, r) in &catalog {
+            let removed = origins.contains(&r.origin) && !seen.contains(id) && !kept_ids.contains(id);
+            if !removed {
+                totals.insert(id, r.fragments.max(1));
+            }
+        }
+    }
+    for (id, r) in &written {
+        totals.insert(id, r.fragments.max(1));
+    }
+    report.sources = totals.len() as u64;
+    report.fragments = totals.values().map(|&n| n as u64).sum();
+
+    let mut all_origins: BTreeSet<String> = info.map(|i| i.origins.into_iter().collect()).unwrap_or_default();
+    all_origins.extend(origins);
+    let new_info = CommitInfo {
+        format: FORMAT,
+        settings: settings.index.clone(),
+        sources: report.sources,
+        fragments: report.fragments,
+        origins: all_origins.into_iter().collect(),
+        last_run: report.counts,
+        committed_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+    };
+    progress(Progress::Committing);
+    let mut prepared = writer.prepare_commit().map_err(err)?;
+    prepared.set_payload(&serde_json::to_string(&new_info).expect("commit info serialises"));
+    prepared.commit().map_err(err)?;
+    writer.wait_merging_threads().map_err(err)?;
+    Ok(report)
+}
+
+fn kind_name(kind: &ingest::InputKind) -> &'static str {
+    match kind {
+        ingest::InputKind::Folder => "folder",
+        ingest::InputKind::Jsonl => "jsonl",
+        ingest::InputKind::Beir => "beir",
+    }
+}
+
+/// Writes one document per fragment (at least one per source, so the record has a home).
+fn add_source(
+    writer: &IndexWriter,
+    fields: Fields,
+    settings: &Settings,
+    source: &SourceDoc,
+) -> tantivy::Result<SourceRecord> {
+    let record = SourceRecord {
+        id: source.id.clone(),
+        origin: source.origin.clone(),
+        hash: source.hash.clone(),
+        envelope: source.envelope.clone(),
+        summary: source.summary.clone(),
+        fragments: source.fragments.len() as u32,
+    };
+    let skey = source_key(&source.id);
+    let title = source.envelope.title.as_str();
+    let placeholder;
+    let fragments = if source.fragments.is_empty() {
+        placeholder = [crate::document::FragmentDoc {
+            ordinal: 0,
+            text: String::new(),
+            heading: None,
+            extent: Default::default(),
+        }];
+        &placeholder[..]
+    } else {
+        &source.fragments[..]
+    };
+    for fragment in fragments {
+        let first = fragment.ordinal == 0;
+        let mut indexed = String::new();
+        if first || settings.index.title_in_fragments {
+            indexed.push_str(title);
+            indexed.push('\n');
+            if let Some(h) = &fragment.heading {
+                indexed.push_str(h);
+                indexed.push('\n');
+            }
+        }
+        indexed.push_str(&fragment.text);
+        let meta = FragmentRecord {
+            extent: fragment.extent,
+            heading: fragment.heading.clone(),
+            source: first.then(|| record.clone()),
+        };
+        let mut doc = doc!(
+            fields.source_id => source.id.as_str(),
+            fields.source_key => skey.0,
+            fields.fragment_key => fragment_key(&source.id, fragment.ordinal).0,
+            fields.ordinal => fragment.ordinal as u64,
+            fields.text => indexed.as_str(),
+            fields.body => fragment.text.as_str(),
+            fields.meta => serde_json::to_string(&meta).expect("record serialises"),
+        );
+        if settings.index.trigrams {
+            doc.add_text(fields.trigrams, &indexed);
+        }
+        writer.add_document(doc)?;
+    }
+    Ok(record)
+}
+
+/// Opens the tantivy index under `dir`, or creates an empty one.
+pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, Fields)> {
+    let path = dir.join(LEXICAL_DIR);
+    std::fs::create_dir_all(&path).map_err(|source| IndexError::Io { path: path.clone(), source })?;
+    let exists = path.join("meta.json").exists();
+    let index = if exists {
+        Index::open_in_dir(&path).map_err(|e| store_error(dir, e))?
+    } else {
+        let (schema, _) = build_schema();
+        Index::create_in_dir(&path, schema).map_err(|e| store_error(dir, e))?
+    };
+    let fields = resolve(&index.schema())
+        .ok_or_else(|| IndexError::Corrupt { path: path.clone(), reason: "schema lacks Finder's fields".into() })?;
+    register_analyzers(&index, &settings.index.language);
+    Ok((index, fields))
+}
+
+/// The payload of the last commit, `None` for a fresh index.
+pub(crate) fn commit_info(index: &Index, dir: &Path) -> Result<Option<CommitInfo>> {
+    let metas = index.load_metas().map_err(|e| store_error(dir, e))?;
+    match metas.payload {
+        None => Ok(None),
+        Some(p) => serde_json::from_str(&p).map(Some).map_err(|e| IndexError::Corrupt {
+            path: dir.to_path_buf(),
+            reason: format!("commit payload: {e}"),
+        }),
+    }
+}
+
+/// Every indexed source record, by id.
+pub(crate) fn load_catalog(index: &Index, fields: Fields, dir: &Path) -> Result<HashMap<String, SourceRecord>> {
+    let err = |e| store_error(dir, e);
+    let reader = index.reader().map_err(err)?;
+    let searcher = reader.searcher();
+    let heads = TermQuery::new(Term::from_field_u64(fields.ordinal, 0), IndexRecordOption::Basic);
+    let docs = searcher.search(&heads, &DocSetCollector).map_err(err)?;
+    let mut catalog = HashMap::with_capacity(docs.len());
+    for address in docs {
+        let doc: TantivyDocument = searcher.doc(address).map_err(err)?;
+        let meta = doc.get_first(fields.meta).and_then(|v| v.as_str()).unwrap_or("");
+        let record: FragmentRecord = serde_json::from_str(meta)
+            .map_err(|e| IndexError::Corrupt { path: dir.to_path_buf(), reason: format!("fragment record: {e}") })?;
+        if let Some(source) = record.source {
+            catalog.insert(source.id.clone(), source);
+        }
+    }
+    Ok(catalog)
+}

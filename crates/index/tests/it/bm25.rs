@@ -1,0 +1,130 @@
+//! The query-time BM25 scorer equals a brute-force oracle for any k1/b, and tantivy's own
+//! BM25 at the defaults.
+
+use std::collections::HashMap;
+
+use finder_core::{bm25_idf, bm25_term_score, Bm25Params, Settings};
+use finder_index::testing::{analyze, query_terms, text_field, top_k, word_analyzer};
+use proptest::prelude::*;
+use tantivy::collector::TopDocs;
+use tantivy::fieldnorm::FieldNormReader;
+use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
+use tantivy::schema::IndexRecordOption;
+
+use crate::support::{record, Fixture};
+
+const VOCAB: &[&str] = &[
+    "token", "expired", "client", "session", "restore", "backup", "database", "deploy",
+    "rollback", "cache", "latency", "error", "retry", "queue", "index", "search",
+];
+
+/// The length tantivy stores for a field of `len` tokens (one byte, lossy above ~40).
+fn quantized(len: u32) -> f32 {
+    (0..=255u8).map(FieldNormReader::id_to_fieldnorm).filter(|&n| n <= len).max().unwrap_or(0) as f32
+}
+
+fn docs_strategy() -> impl Strategy<Value = Vec<Vec<usize>>> {
+    proptest::collection::vec(proptest::collection::vec(0..VOCAB.len(), 1..60), 2..40)
+}
+
+fn build(docs: &[Vec<usize>]) -> (Fixture, finder_index::Finder) {
+    let fx = Fixture::new();
+    let lines: Vec<String> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, words)| {
+            let text: Vec<&str> = words.iter().map(|&w| VOCAB[w]).collect();
+            record(&format!("d{i}"), "", &text.join(" "))
+        })
+        .collect();
+    let input = fx.write("docs.jsonl", &lines.join("\n"));
+    let mut settings = Settings::default();
+    settings.index.trigrams = false;
+    fx.index(&[&input], &settings);
+    let finder = fx.open();
+    (fx, finder)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn scorer_equals_brute_force_oracle(
+        docs in docs_strategy(),
+        query in proptest::collection::vec(0..VOCAB.len(), 1..5),
+        k1 in 0.0f32..3.0,
+        b in 0.0f32..1.0,
+    ) {
+        let (_fx, finder) = build(&docs);
+        let index = finder.tantivy_index();
+        let field = text_field(index);
+        let searcher = index.reader().unwrap().searcher();
+        let mut analyzer = word_analyzer("english");
+        let query_text: Vec<&str> = query.iter().map(|&w| VOCAB[w]).collect();
+        let q = analyze(&mut analyzer, &query_text.join(" "));
+        let params = Bm25Params { k1, b };
+        let fast = top_k(&searcher, field, &query_terms(field, &q), params, 10).unwrap();
+
+        // Oracle: tokenize every document again and score it from scratch.
+        let analyzed: Vec<Vec<String>> = docs.iter().map(|words| {
+            let text: Vec<&str> = words.iter().map(|&w| VOCAB[w]).collect();
+            analyze(&mut analyzer, &format!("\n{}", text.join(" ")))
+        }).collect();
+        let n = analyzed.len() as u64;
+        let avg = analyzed.iter().map(|d| d.len()).sum::<usize>() as f32 / n as f32;
+        let mut qtf: HashMap<&String, u32> = HashMap::new();
+        for t in &q { *qtf.entry(t).or_default() += 1; }
+        let mut oracle: Vec<f32> = analyzed.iter().map(|d| {
+            qtf.iter().map(|(t, &c)| {
+                let tf = d.iter().filter(|x| x == t).count() as u32;
+                if tf == 0 { return 0.0; }
+                let df = analyzed.iter().filter(|d| d.contains(t)).count() as u64;
+                c as f32 * bm25_term_score(params, bm25_idf(n, df), tf, quantized(d.len() as u32), avg)
+            }).sum()
+        }).collect();
+        let by_doc: Vec<f32> = oracle.clone();
+        oracle.retain(|&s| s > 0.0);
+        oracle.sort_by(|a, b| b.total_cmp(a));
+        oracle.truncate(10);
+
+        prop_assert_eq!(fast.len(), oracle.len());
+        for (i, (address, score)) in fast.iter().enumerate() {
+            let doc: tantivy::TantivyDocument = searcher.doc(*address).unwrap();
+            use tantivy::schema::Value;
+            let id = doc.get_first(index.schema().get_field("source_id").unwrap()).unwrap().as_str().unwrap().to_string();
+            let ordinal: usize = id[1..].parse().unwrap();
+            prop_assert!((score - by_doc[ordinal]).abs() <= 1e-4 * by_doc[ordinal].max(1.0), "doc {} {} vs {}", id, score, by_doc[ordinal]);
+            prop_assert!((score - oracle[i]).abs() <= 1e-4 * oracle[i].max(1.0), "rank {} {} vs {}", i, score, oracle[i]);
+        }
+    }
+
+    #[test]
+    fn defaults_rank_as_tantivy(
+        docs in docs_strategy(),
+        query in proptest::collection::vec(0..VOCAB.len(), 1..5),
+    ) {
+        let (_fx, finder) = build(&docs);
+        let index = finder.tantivy_index();
+        let field = text_field(index);
+        let searcher = index.reader().unwrap().searcher();
+        let mut analyzer = word_analyzer("english");
+        let query_text: Vec<&str> = query.iter().map(|&w| VOCAB[w]).collect();
+        let q = analyze(&mut analyzer, &query_text.join(" "));
+        let ours = top_k(&searcher, field, &query_terms(field, &q), Bm25Params { k1: 1.2, b: 0.75 }, 10).unwrap();
+
+        let clauses: Vec<(Occur, Box<dyn Query>)> = q.iter().map(|t| {
+            let term = tantivy::Term::from_field_text(field, t);
+            (Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)) as Box<dyn Query>)
+        }).collect();
+        let theirs = searcher.search(&BooleanQuery::new(clauses), &TopDocs::with_limit(10).order_by_score()).unwrap();
+        prop_assert_eq!(ours.len(), theirs.len());
+        for ((addr, score), (their_score, their_addr)) in ours.iter().zip(&theirs) {
+            prop_assert!((score - their_score).abs() <= 1e-4 * their_score.max(1.0), "{} vs {}", score, their_score);
+            // Same document unless tantivy saw an exact tie at this score.
+            if addr != their_addr {
+                let tied = theirs.iter().filter(|(s, _)| (s - their_score).abs() <= 1e-4).count();
+                prop_assert!(tied > 1, "different document at a non-tied score");
+            }
+        }
+    }
+}

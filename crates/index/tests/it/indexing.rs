@@ -1,0 +1,189 @@
+//! Incremental and atomic indexing, extents, bad input, and query-time settings.
+
+use finder_core::Settings;
+use finder_index::{index_inputs, Finder, IndexError};
+
+use crate::support::{ids, record, Fixture};
+
+fn notes(fx: &Fixture) -> std::path::PathBuf {
+    fx.write(
+        "notes/auth.md",
+        "---\ntitle: Auth errors\ntags: [auth, errors]\nteam: platform\n---\n# Auth errors\n\nAUTH-041 means the refresh token expired.\nReauthenticate the client.\n\n## Recovery\n\nSign in again to restore the session.\n",
+    );
+    fx.write("notes/backup.md", "# Backups\n\nNightly database backups run at 02:00.\n\nRestore with the restore script.\n");
+    fx.write("notes/team/oncall.md", "# On call\n\nThe on-call engineer rotates weekly.\n");
+    fx.path("notes")
+}
+
+#[test]
+fn second_run_changes_nothing_and_an_edit_redoes_one() {
+    let fx = Fixture::new();
+    let input = notes(&fx);
+    let s = Settings::default();
+    let first = fx.index(&[&input], &s);
+    assert_eq!((first.counts.added, first.counts.updated, first.counts.unchanged), (3, 0, 0));
+    let second = fx.index(&[&input], &s);
+    assert_eq!((second.counts.added, second.counts.updated, second.counts.removed, second.counts.unchanged), (0, 0, 0, 3));
+
+    fx.write("notes/backup.md", "# Backups\n\nNightly database backups run at 03:00 now.\n");
+    let third = fx.index(&[&input], &s);
+    assert_eq!((third.counts.updated, third.counts.unchanged), (1, 2));
+    let finder = fx.open();
+    let hit = &finder.search("backups 03:00", &s, 0, 5).unwrap().hits[0];
+    assert_eq!(hit.id, "backup.md");
+    assert!(hit.hints[0].preview.contains("03:00"), "{:?}", hit.hints);
+
+    std::fs::remove_file(fx.path("notes/team/oncall.md")).unwrap();
+    let fourth = fx.index(&[&input], &s);
+    assert_eq!((fourth.counts.removed, fourth.counts.unchanged), (1, 2));
+    assert!(ids(&fx.open(), "on-call engineer rotates", &s).iter().all(|id| id != "team/oncall.md"));
+    assert_eq!(fx.open().status().unwrap().sources, 2);
+}
+
+#[test]
+fn hits_carry_envelope_summary_and_extents_on_the_right_lines() {
+    let fx = Fixture::new();
+    let input = notes(&fx);
+    fx.index(&[&input], &Settings::default());
+    let finder = fx.open();
+    let response = finder.search("expired token", &Settings::default(), 0, 10).unwrap();
+    let hit = &response.hits[0];
+    assert_eq!(hit.id, "auth.md");
+    assert_eq!(hit.score, 1.0);
+    assert_eq!(hit.envelope.title, "Auth errors");
+    assert_eq!(hit.envelope.tags, vec!["auth", "errors"]);
+    assert_eq!(hit.envelope.extras.get("team").map(String::as_str), Some("platform"));
+    assert!(!hit.summary.is_empty());
+    let file = std::fs::read_to_string(fx.path("notes/auth.md")).unwrap();
+    let lines: Vec<&str> = file.lines().collect();
+    let extent = hit.hints[0].extent;
+    assert_eq!(lines[extent.line_start as usize - 1], "# Auth errors");
+    let slice = &file[extent.byte_start as usize..extent.byte_end as usize];
+    assert!(slice.contains("AUTH-041 means the refresh token expired."));
+    assert!(lines[extent.line_end as usize - 1].contains("Reauthenticate"));
+    // Explain: the lexical list placed this fragment first.
+    let part = &hit.explain.parts[0];
+    assert_eq!(part.lists[0].rank, 1);
+    assert!((part.seed - 1.0 / 61.0).abs() < 1e-12);
+    let channels: Vec<&str> = response.diagnostics.channels.iter().map(|c| c.channel.name()).collect();
+    assert_eq!(channels, vec!["lexical", "trigram"]);
+    assert!(response.diagnostics.stages.iter().any(|s| s.stage == "fusion"));
+}
+
+#[test]
+fn identifiers_run_the_trigram_list() {
+    let fx = Fixture::new();
+    let input = notes(&fx);
+    fx.index(&[&input], &Settings::default());
+    let finder = fx.open();
+    let response = finder.search("AUTH-04", &Settings::default(), 0, 10).unwrap();
+    let trigram = response.diagnostics.channels.iter().find(|c| c.channel.name() == "trigram").unwrap();
+    assert_eq!(trigram.status, finder_core::ChannelStatus::Ran);
+    assert_eq!(response.hits[0].id, "auth.md");
+    let plain = finder.search("expired token", &Settings::default(), 0, 10).unwrap();
+    let trigram = plain.diagnostics.channels.iter().find(|c| c.channel.name() == "trigram").unwrap();
+    assert_eq!(trigram.status, finder_core::ChannelStatus::Skipped);
+}
+
+#[test]
+fn query_time_k1_changes_ranking_without_reindexing() {
+    let fx = Fixture::new();
+    // "a" repeats one query term; "b" matches both terms once. A high k1 rewards repetition,
+    // a low k1 saturates at once and rewards covering more terms.
+    let lines = [
+        record("a", "", "latency latency latency"),
+        record("b", "", "latency report"),
+        record("c", "", "report summary"),
+        record("d", "", "report summary"),
+        record("e", "", "report summary"),
+    ];
+    let input = fx.write("r.jsonl", &lines.join("\n"));
+    fx.index(&[&input], &Settings::default());
+    let finder = fx.open();
+    let high = finder.settings_with(&["lexical.k1=3.0".into()]).unwrap();
+    let low = finder.settings_with(&["lexical.k1=0.2".into()]).unwrap();
+    assert_eq!(ids(&finder, "latency report", &high)[0], "a");
+    assert_eq!(ids(&finder, "latency report", &low)[0], "b");
+}
+
+#[test]
+fn out_of_range_and_index_time_overrides_are_refused() {
+    let fx = Fixture::new();
+    let input = notes(&fx);
+    fx.index(&[&input], &Settings::default());
+    let finder = fx.open();
+    let err = finder.settings_with(&["finder.rrf_k=5".into()]).err().unwrap();
+    assert!(err.to_string().contains("allowed: 10–200"), "{err}");
+    let err = finder.settings_with(&["index.fragment_max_chars=500".into()]).err().unwrap();
+    assert!(matches!(err, IndexError::IndexTimeSetting { .. }), "{err}");
+    assert!(finder.settings_with(&["index.fragment_max_chars=1600".into()]).is_ok());
+}
+
+#[test]
+fn bad_input_is_reported_and_nothing_indexed_is_lost() {
+    let fx = Fixture::new();
+    let input = notes(&fx);
+    fx.index(&[&input], &Settings::default());
+    // Break one note (invalid UTF-8) and add a malformed-front-matter note.
+    std::fs::write(fx.path("notes/backup.md"), b"# Backups\n\xff\xfe broken\n").unwrap();
+    fx.write("notes/broken.md", "---\ntitle: [unclosed\n---\nBody of a broken note about kittens.\n");
+    let report = fx.index(&[&input], &Settings::default());
+    let places: Vec<String> = report.problems.iter().map(|p| p.place.clone()).collect();
+    assert!(places.iter().any(|p| p.starts_with("backup.md:2")), "{places:?}");
+    assert!(places.iter().any(|p| p.starts_with("broken.md")), "{places:?}");
+    assert_eq!(report.counts.kept, 1);
+    let finder = fx.open();
+    let s = Settings::default();
+    assert_eq!(ids(&finder, "nightly database backups", &s)[0], "backup.md", "old version kept");
+    assert_eq!(ids(&finder, "kittens", &s)[0], "broken.md", "broken front matter still indexed");
+}
+
+#[test]
+fn malformed_jsonl_line_is_named_and_the_rest_indexed() {
+    let fx = Fixture::new();
+    let text = [record("r1", "One", "alpha text"), "{not json".to_string(), record("r3", "Three", "gamma text")];
+    let input = fx.write("records.jsonl", &text.join("\n"));
+    let report = fx.index(&[&input], &Settings::default());
+    assert_eq!(report.counts.added, 2);
+    assert!(report.problems[0].place.ends_with("records.jsonl:2"), "{:?}", report.problems);
+}
+
+#[test]
+fn a_failed_run_leaves_the_last_commit_searchable() {
+    let fx = Fixture::new();
+    let input = notes(&fx);
+    fx.index(&[&input], &Settings::default());
+    fx.write("notes/new.md", "# New\n\nA brand new note about zebras.\n");
+    let missing = fx.path("does-not-exist");
+    let err = index_inputs(&fx.index_dir(), &[input.clone(), missing], &Settings::default(), &mut |_| {});
+    assert!(err.is_err());
+    let finder = fx.open();
+    assert!(ids(&finder, "zebras", &Settings::default()).is_empty(), "nothing of the failed run is visible");
+    assert_eq!(ids(&finder, "expired token", &Settings::default())[0], "auth.md");
+    assert_eq!(finder.status().unwrap().sources, 3);
+}
+
+#[test]
+fn opening_a_missing_index_says_how_to_make_one() {
+    let fx = Fixture::new();
+    let err = Finder::open(&fx.path("nothing"), Settings::default()).err().unwrap();
+    assert!(err.to_string().contains("finder index"), "{err}");
+}
+
+#[test]
+fn paging_splits_one_ranking() {
+    let fx = Fixture::new();
+    let lines: Vec<String> =
+        (0..30).map(|i| record(&format!("r{i:02}"), "", &format!("shared word {}", "pad ".repeat(i)))).collect();
+    let input = fx.write("r.jsonl", &lines.join("\n"));
+    fx.index(&[&input], &Settings::default());
+    let finder = fx.open();
+    let s = Settings::default();
+    let all: Vec<String> = finder.search("shared word", &s, 0, 30).unwrap().hits.into_iter().map(|h| h.id).collect();
+    let mut paged = Vec::new();
+    for page in 0..3 {
+        paged.extend(finder.search("shared word", &s, page * 10, 10).unwrap().hits.into_iter().map(|h| h.id));
+    }
+    assert_eq!(all.len(), 30);
+    assert_eq!(paged, all);
+}

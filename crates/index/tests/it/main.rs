@@ -1,0 +1,6 @@
+//! Integration tests of the index crate: the BM25 scorer against oracles, incremental and
+//! atomic indexing, extents, and query-time settings.
+
+mod bm25;
+mod indexing;
+mod support;

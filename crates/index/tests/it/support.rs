@@ -1,0 +1,50 @@
+//! Fixture helpers: temporary index folders and record files.
+
+use std::path::{Path, PathBuf};
+
+use finder_core::Settings;
+use finder_index::{index_inputs, Finder, RunReport};
+
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        Fixture { dir: tempfile::tempdir().expect("temp dir") }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    pub fn index_dir(&self) -> PathBuf {
+        self.path("index")
+    }
+
+    pub fn index(&self, inputs: &[&Path], settings: &Settings) -> RunReport {
+        let inputs: Vec<PathBuf> = inputs.iter().map(|p| p.to_path_buf()).collect();
+        index_inputs(&self.index_dir(), &inputs, settings, &mut |_| {}).expect("index run")
+    }
+
+    pub fn open(&self) -> Finder {
+        Finder::open(&self.index_dir(), Settings::default()).expect("open index")
+    }
+}
+
+/// One JSON Lines record.
+pub fn record(id: &str, title: &str, text: &str) -> String {
+    serde_json::json!({ "id": id, "title": title, "text": text }).to_string()
+}
+
+/// Ids of the hits of a query, best first.
+pub fn ids(finder: &Finder, query: &str, settings: &Settings) -> Vec<String> {
+    finder.search(query, settings, 0, 50).expect("search").hits.into_iter().map(|h| h.id).collect()
+}
