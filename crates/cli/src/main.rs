@@ -14,7 +14,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 mod render;
 
 #[derive(Parser)]
-#[command(name = "finder", version, about = "Hybrid retrieval over your notes, documents and records")]
+#[command(
+    name = "finder",
+    version,
+    about = "Hybrid retrieval over your notes, documents and records"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -99,8 +103,22 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Index { inputs, index, config, json } => cmd_index(&inputs, &index, config.as_deref(), json),
-        Command::Search { query, index, limit, offset, json, explain, set, config } => {
+        Command::Index {
+            inputs,
+            index,
+            config,
+            json,
+        } => cmd_index(&inputs, &index, config.as_deref(), json),
+        Command::Search {
+            query,
+            index,
+            limit,
+            offset,
+            json,
+            explain,
+            set,
+            config,
+        } => {
             let settings = load_settings(&index, config.as_deref())?;
             let finder = Finder::open(&index, settings)?;
             let settings = finder.settings_with(&set)?;
@@ -122,7 +140,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Eval { dataset, index, split, runs, run, config, json } => {
+        Command::Eval {
+            dataset,
+            index,
+            split,
+            runs,
+            run,
+            config,
+            json,
+        } => {
             let base = match &config {
                 Some(c) => load_settings(Path::new("."), Some(c))?,
                 None => Settings::default(),
@@ -131,9 +157,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             for r in &run {
                 specs.push(finder_eval::RunSpec::parse(r)?);
             }
-            let options = finder_eval::EvalOptions { dataset, index, split, runs: specs, base };
+            let options = finder_eval::EvalOptions {
+                dataset,
+                index,
+                split,
+                runs: specs,
+                base,
+            };
             let bar = spinner("evaluating");
-            let report = finder_eval::evaluate(&options, &mut |msg: &str| bar.set_message(msg.to_string()))?;
+            let report =
+                finder_eval::evaluate(&options, &mut |msg: &str| bar.set_message(msg.to_string()))?;
             bar.finish_and_clear();
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
@@ -145,7 +178,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn cmd_index(inputs: &[PathBuf], index: &Path, config: Option<&Path>, json: bool) -> Result<ExitCode> {
+fn cmd_index(
+    inputs: &[PathBuf],
+    index: &Path,
+    config: Option<&Path>,
+    json: bool,
+) -> Result<ExitCode> {
     let settings = load_settings(index, config)?;
     let started = Instant::now();
     let bar = spinner("reading");
@@ -187,10 +225,10 @@ fn spinner(message: &str) -> ProgressBar {
     }
     let bar = ProgressBar::new_spinner();
     bar.set_style(
-        ProgressStyle::with_template("{spinner} {pos} sources · {msg} · {elapsed}").expect("valid template"),
+        ProgressStyle::with_template("{spinner} {pos} sources · {msg} · {elapsed}")
+            .expect("valid template"),
     );
     bar.set_message(message.to_string());
     bar.enable_steady_tick(Duration::from_millis(120));
     bar
 }
-

@@ -11,7 +11,11 @@ pub fn search(response: &SearchResponse, explain: bool) -> String {
         let _ = writeln!(out, "no results for {:?}", response.query);
     }
     for hit in &response.hits {
-        let _ = writeln!(out, "{:>2}. {}  [{:.3}]  {}", hit.rank, hit.envelope.title, hit.score, hit.id);
+        let _ = writeln!(
+            out,
+            "{:>2}. {}  [{:.3}]  {}",
+            hit.rank, hit.envelope.title, hit.score, hit.id
+        );
         if !hit.summary.is_empty() {
             let _ = writeln!(out, "    {}", hit.summary);
         }
@@ -26,12 +30,24 @@ pub fn search(response: &SearchResponse, explain: bool) -> String {
         }
         if explain {
             let x = &hit.explain;
-            let _ = writeln!(out, "    explain: raw {:.5} / {:.5}", x.raw, x.normalized_by);
+            let _ = writeln!(
+                out,
+                "    explain: raw {:.5} / {:.5}",
+                x.raw, x.normalized_by
+            );
             for p in &x.parts {
                 let lists: Vec<String> = p
                     .lists
                     .iter()
-                    .map(|l| format!("{} #{} ({:.3}) → {:.5}", l.channel.name(), l.rank, l.score, l.share))
+                    .map(|l| {
+                        format!(
+                            "{} #{} ({:.3}) → {:.5}",
+                            l.channel.name(),
+                            l.rank,
+                            l.score,
+                            l.share
+                        )
+                    })
                     .collect();
                 let _ = writeln!(
                     out,
@@ -77,7 +93,11 @@ pub fn status(s: &Status) -> String {
     let _ = writeln!(out, "sources:   {}", s.sources);
     let _ = writeln!(out, "fragments: {}", s.fragments);
     let _ = writeln!(out, "segments:  {}", s.segments);
-    let _ = writeln!(out, "size:      {:.1} MiB", s.size_bytes as f64 / (1024.0 * 1024.0));
+    let _ = writeln!(
+        out,
+        "size:      {:.1} MiB",
+        s.size_bytes as f64 / (1024.0 * 1024.0)
+    );
     let _ = writeln!(out, "language:  {}", s.settings.language);
     for o in &s.origins {
         let _ = writeln!(out, "input:     {o}");
@@ -106,6 +126,10 @@ pub fn index_report(r: &RunReport, secs: f64) -> String {
     if r.rebuilt {
         line.push_str(" (rebuilt: index-time settings changed)");
     }
-    let _ = write!(line, "\n{} sources, {} fragments indexed in {secs:.1} s", r.sources, r.fragments);
+    let _ = write!(
+        line,
+        "\n{} sources, {} fragments indexed in {secs:.1} s",
+        r.sources, r.fragments
+    );
     line
 }

@@ -40,7 +40,10 @@ mod tests {
     #[test]
     fn b_zero_ignores_length() {
         let p = Bm25Params { k1: 1.2, b: 0.0 };
-        assert_eq!(bm25_term_score(p, 2.0, 3, 10.0, 50.0), bm25_term_score(p, 2.0, 3, 500.0, 50.0));
+        assert_eq!(
+            bm25_term_score(p, 2.0, 3, 10.0, 50.0),
+            bm25_term_score(p, 2.0, 3, 500.0, 50.0)
+        );
         let p = Bm25Params { k1: 1.2, b: 0.75 };
         assert!(bm25_term_score(p, 2.0, 3, 10.0, 50.0) > bm25_term_score(p, 2.0, 3, 500.0, 50.0));
     }

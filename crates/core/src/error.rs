@@ -29,7 +29,9 @@ pub enum SettingsErrorKind {
 impl fmt::Display for SettingsErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SettingsErrorKind::UnknownKey { suggestion: Some(s) } => {
+            SettingsErrorKind::UnknownKey {
+                suggestion: Some(s),
+            } => {
                 write!(f, "unknown setting; did you mean `{s}`?")
             }
             SettingsErrorKind::UnknownKey { suggestion: None } => write!(f, "unknown setting"),

@@ -42,7 +42,11 @@ pub fn rrf(lists: &[RankedList], rrf_k: u32) -> Vec<FusedFragment> {
         for (i, hit) in list.hits.iter().enumerate() {
             let rank = i as u32 + 1;
             let slot = *by_fragment.entry(hit.fragment).or_insert_with(|| {
-                fused.push(FusedFragment { fragment: hit.fragment, seed: 0.0, lists: Vec::new() });
+                fused.push(FusedFragment {
+                    fragment: hit.fragment,
+                    seed: 0.0,
+                    lists: Vec::new(),
+                });
                 fused.len() - 1
             });
             let entry = &mut fused[slot];
@@ -51,7 +55,12 @@ pub fn rrf(lists: &[RankedList], rrf_k: u32) -> Vec<FusedFragment> {
             }
             let share = 1.0 / (rrf_k as f64 + rank as f64);
             entry.seed += share;
-            entry.lists.push(ListRank { channel: list.channel, rank, score: hit.score, share });
+            entry.lists.push(ListRank {
+                channel: list.channel,
+                rank,
+                score: hit.score,
+                share,
+            });
         }
     }
     let best_rank = |f: &FusedFragment| f.lists.iter().map(|l| l.rank).min().unwrap_or(u32::MAX);
@@ -87,7 +96,10 @@ mod tests {
         let hits = keys
             .iter()
             .enumerate()
-            .map(|(i, &k)| ScoredFragment { fragment: FragmentKey(k), score: 10.0 - i as f32 })
+            .map(|(i, &k)| ScoredFragment {
+                fragment: FragmentKey(k),
+                score: 10.0 - i as f32,
+            })
             .collect();
         RankedList { channel, hits }
     }
@@ -97,7 +109,10 @@ mod tests {
     #[test]
     fn worked_example_orders_a_c_b_d() {
         let (a, b, c, d) = (1, 2, 3, 4);
-        let lists = [list(Channel::Lexical, &[a, b, c]), list(Channel::Vector, &[c, a, d])];
+        let lists = [
+            list(Channel::Lexical, &[a, b, c]),
+            list(Channel::Vector, &[c, a, d]),
+        ];
         let fused = rrf(&lists, 60);
         let order: Vec<u64> = fused.iter().map(|f| f.fragment.0).collect();
         assert_eq!(order, vec![a, c, b, d]);

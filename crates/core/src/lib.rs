@@ -23,7 +23,7 @@ pub use model::{
 pub use pipeline::{search, ChannelOutcome, FragmentMeta, Retriever, SourceView, Stopwatch};
 pub use rollup::{rollup, RollupPart, SourceScore};
 pub use settings::{
-    levenshtein, FinderSettings, IndexSettings, LexicalSettings, Settings, TrigramMode,
-    DEFAULT_B, DEFAULT_FRAGMENT_MAX_CHARS, DEFAULT_FTS_LIST_SIZE, DEFAULT_K1, DEFAULT_MAX_HINTS,
+    levenshtein, FinderSettings, IndexSettings, LexicalSettings, Settings, TrigramMode, DEFAULT_B,
+    DEFAULT_FRAGMENT_MAX_CHARS, DEFAULT_FTS_LIST_SIZE, DEFAULT_K1, DEFAULT_MAX_HINTS,
     DEFAULT_RRF_K, DEFAULT_SUMMARY_MAX_CHARS,
 };

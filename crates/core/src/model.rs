@@ -163,7 +163,9 @@ pub struct Diagnostics {
 impl Diagnostics {
     /// Channels that could not run as asked, with their reasons.
     pub fn degraded(&self) -> impl Iterator<Item = &ChannelReport> {
-        self.channels.iter().filter(|c| c.status == ChannelStatus::Degraded)
+        self.channels
+            .iter()
+            .filter(|c| c.status == ChannelStatus::Degraded)
     }
 }
 

@@ -49,16 +49,29 @@ pub trait Retriever {
     fn channels(&self) -> Vec<Channel>;
 
     /// Runs one channel.
-    fn retrieve(&self, channel: Channel, query: &str, settings: &Settings) -> Result<ChannelOutcome, Self::Error>;
+    fn retrieve(
+        &self,
+        channel: Channel,
+        query: &str,
+        settings: &Settings,
+    ) -> Result<ChannelOutcome, Self::Error>;
 
     /// Looks up fragments; unknown ones come back as `None`.
-    fn fragment_meta(&self, fragments: &[FragmentKey]) -> Result<Vec<Option<FragmentMeta>>, Self::Error>;
+    fn fragment_meta(
+        &self,
+        fragments: &[FragmentKey],
+    ) -> Result<Vec<Option<FragmentMeta>>, Self::Error>;
 
     /// Looks up a source for display.
     fn source(&self, source: SourceKey) -> Result<Option<SourceView>, Self::Error>;
 
     /// Text preview (at most `max_chars` characters) and extent of a fragment.
-    fn hint(&self, fragment: FragmentKey, query: &str, max_chars: usize) -> Result<Option<(String, Extent)>, Self::Error>;
+    fn hint(
+        &self,
+        fragment: FragmentKey,
+        query: &str,
+        max_chars: usize,
+    ) -> Result<Option<(String, Extent)>, Self::Error>;
 }
 
 /// Measures consecutive stages.
@@ -71,7 +84,11 @@ pub struct Stopwatch {
 impl Default for Stopwatch {
     fn default() -> Self {
         let now = Instant::now();
-        Stopwatch { started: now, last: now, stages: Vec::new() }
+        Stopwatch {
+            started: now,
+            last: now,
+            stages: Vec::new(),
+        }
     }
 }
 
@@ -81,7 +98,10 @@ impl Stopwatch {
         let now = Instant::now();
         let ms = (now - self.last).as_secs_f64() * 1e3;
         self.last = now;
-        self.stages.push(StageTime { stage: stage.to_string(), ms });
+        self.stages.push(StageTime {
+            stage: stage.to_string(),
+            ms,
+        });
         ms
     }
 
@@ -113,7 +133,13 @@ pub fn search<R: Retriever>(
             ChannelOutcome::Skipped(why) => (ChannelStatus::Skipped, Some(why), 0),
             ChannelOutcome::Degraded(why) => (ChannelStatus::Degraded, Some(why), 0),
         };
-        reports.push(ChannelReport { channel, status, reason, hits, ms });
+        reports.push(ChannelReport {
+            channel,
+            status,
+            reason,
+            hits,
+            ms,
+        });
     }
 
     let fused = rrf(&lists, settings.finder.rrf_k);
@@ -121,22 +147,38 @@ pub fn search<R: Retriever>(
 
     let keys: Vec<FragmentKey> = fused.iter().map(|f| f.fragment).collect();
     let metas = store.fragment_meta(&keys)?;
-    let meta: HashMap<FragmentKey, FragmentMeta> =
-        keys.iter().zip(metas).filter_map(|(k, m)| m.map(|m| (*k, m))).collect();
+    let meta: HashMap<FragmentKey, FragmentMeta> = keys
+        .iter()
+        .zip(metas)
+        .filter_map(|(k, m)| m.map(|m| (*k, m)))
+        .collect();
     let scored: Vec<(FragmentKey, f64)> = fused.iter().map(|f| (f.fragment, f.seed)).collect();
-    let ranked = rollup(&scored, |f| meta.get(&f).and_then(|m| m.source), &settings.finder.rollup_weights);
+    let ranked = rollup(
+        &scored,
+        |f| meta.get(&f).and_then(|m| m.source),
+        &settings.finder.rollup_weights,
+    );
     let mut scores: Vec<f64> = ranked.iter().map(|s| s.score).collect();
     let divisor = normalize_top(&mut scores);
     watch.lap("rollup");
 
-    let by_fragment: HashMap<FragmentKey, &crate::FusedFragment> = fused.iter().map(|f| (f.fragment, f)).collect();
+    let by_fragment: HashMap<FragmentKey, &crate::FusedFragment> =
+        fused.iter().map(|f| (f.fragment, f)).collect();
     let mut hits = Vec::new();
     for (i, source) in ranked.iter().enumerate().skip(offset).take(limit) {
-        let Some(view) = store.source(source.source)? else { continue };
+        let Some(view) = store.source(source.source)? else {
+            continue;
+        };
         let mut hints = Vec::new();
         for &(fragment, score) in source.fragments.iter().take(settings.finder.max_hints) {
-            if let Some((preview, extent)) = store.hint(fragment, query, settings.finder.preview_chars)? {
-                hints.push(Hint { preview, extent, score });
+            if let Some((preview, extent)) =
+                store.hint(fragment, query, settings.finder.preview_chars)?
+            {
+                hints.push(Hint {
+                    preview,
+                    extent,
+                    score,
+                });
             }
         }
         let parts = source
@@ -183,4 +225,169 @@ pub fn search<R: Retriever>(
             ranked_sources: ranked.len(),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ScoredFragment;
+
+    /// An in-memory store: fixed channel lists, fragment owners and source titles.
+    struct Memory {
+        lists: Vec<RankedList>,
+        owners: HashMap<u64, (Option<u64>, u32)>,
+    }
+
+    impl Retriever for Memory {
+        type Error = std::convert::Infallible;
+
+        fn channels(&self) -> Vec<Channel> {
+            vec![Channel::Lexical, Channel::Vector, Channel::Trigram]
+        }
+
+        fn retrieve(
+            &self,
+            channel: Channel,
+            _: &str,
+            _: &Settings,
+        ) -> Result<ChannelOutcome, Self::Error> {
+            Ok(match self.lists.iter().find(|l| l.channel == channel) {
+                Some(l) => ChannelOutcome::Ran(l.clone()),
+                None if channel == Channel::Vector => ChannelOutcome::Degraded("no model".into()),
+                None => ChannelOutcome::Skipped("not asked".into()),
+            })
+        }
+
+        fn fragment_meta(
+            &self,
+            fragments: &[FragmentKey],
+        ) -> Result<Vec<Option<FragmentMeta>>, Self::Error> {
+            Ok(fragments
+                .iter()
+                .map(|f| {
+                    self.owners.get(&f.0).map(|&(s, ordinal)| FragmentMeta {
+                        source: s.map(SourceKey),
+                        ordinal,
+                    })
+                })
+                .collect())
+        }
+
+        fn source(&self, source: SourceKey) -> Result<Option<SourceView>, Self::Error> {
+            let id = format!("s{}", source.0);
+            Ok(Some(SourceView {
+                id: id.clone(),
+                envelope: Envelope {
+                    title: id.to_uppercase(),
+                    path: id,
+                    ..Envelope::default()
+                },
+                summary: "summary".into(),
+            }))
+        }
+
+        fn hint(
+            &self,
+            fragment: FragmentKey,
+            _: &str,
+            _: usize,
+        ) -> Result<Option<(String, Extent)>, Self::Error> {
+            let line = fragment.0 as u32;
+            Ok(Some((
+                format!("fragment {}", fragment.0),
+                Extent {
+                    line_start: line,
+                    line_end: line,
+                    ..Extent::default()
+                },
+            )))
+        }
+    }
+
+    fn list(channel: Channel, keys: &[u64]) -> RankedList {
+        RankedList {
+            channel,
+            hits: keys
+                .iter()
+                .map(|&k| ScoredFragment {
+                    fragment: FragmentKey(k),
+                    score: 1.0,
+                })
+                .collect(),
+        }
+    }
+
+    /// Fragments 1, 2 belong to source 10; 3 to source 20; 4 is an entity; 5 to source 30.
+    fn memory() -> Memory {
+        Memory {
+            lists: vec![
+                list(Channel::Lexical, &[1, 4, 3, 2]),
+                list(Channel::Trigram, &[3, 5]),
+            ],
+            owners: HashMap::from([
+                (1, (Some(10), 0)),
+                (2, (Some(10), 1)),
+                (3, (Some(20), 0)),
+                (4, (None, 0)),
+                (5, (Some(30), 0)),
+            ]),
+        }
+    }
+
+    #[test]
+    fn pipeline_fuses_rolls_up_and_explains() {
+        let r = search(&memory(), "q", &Settings::default(), 0, 10).unwrap();
+        let ids: Vec<&str> = r.hits.iter().map(|h| h.id.as_str()).collect();
+        // s20: 1/63 + 1/61 beats s10: 1/61 + 0.1 · 1/64; the entity fragment never ranks.
+        assert_eq!(ids, vec!["s20", "s10", "s30"]);
+        assert_eq!(r.hits[0].score, 1.0);
+        let s10 = &r.hits[1];
+        let raw = 1.0 / 61.0 + 0.1 / 64.0;
+        assert!((s10.explain.raw - raw).abs() < 1e-12);
+        assert!((s10.score - raw / (1.0 / 63.0 + 1.0 / 61.0)).abs() < 1e-12);
+        assert_eq!(s10.hints.len(), 2);
+        assert_eq!(s10.explain.parts[1].fragment, 1);
+        assert_eq!(s10.explain.parts[1].weight, 0.1);
+        assert_eq!(r.hits[0].explain.parts[0].lists.len(), 2);
+        let statuses: Vec<ChannelStatus> =
+            r.diagnostics.channels.iter().map(|c| c.status).collect();
+        assert_eq!(
+            statuses,
+            vec![
+                ChannelStatus::Ran,
+                ChannelStatus::Degraded,
+                ChannelStatus::Ran
+            ]
+        );
+        assert_eq!(r.diagnostics.degraded().count(), 1);
+        let stages: Vec<&str> = r
+            .diagnostics
+            .stages
+            .iter()
+            .map(|s| s.stage.as_str())
+            .collect();
+        assert_eq!(
+            stages,
+            vec![
+                "lexical",
+                "vector",
+                "trigram",
+                "fusion",
+                "rollup",
+                "materialize"
+            ]
+        );
+        assert_eq!(r.diagnostics.ranked_sources, 3);
+    }
+
+    #[test]
+    fn max_hints_and_paging_apply() {
+        let mut settings = Settings::default();
+        settings.finder.max_hints = 1;
+        let r = search(&memory(), "q", &settings, 1, 1).unwrap();
+        assert_eq!(r.hits.len(), 1);
+        assert_eq!(r.hits[0].rank, 2);
+        assert_eq!(r.hits[0].id, "s10");
+        assert_eq!(r.hits[0].hints.len(), 1);
+    }
 }

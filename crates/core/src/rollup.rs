@@ -40,24 +40,40 @@ pub fn rollup(
     let mut slots: HashMap<SourceKey, usize> = HashMap::new();
     let mut sources: Vec<SourceScore> = Vec::new();
     for &(fragment, score) in fragments {
-        let Some(source) = owner(fragment) else { continue };
+        let Some(source) = owner(fragment) else {
+            continue;
+        };
         let slot = *slots.entry(source).or_insert_with(|| {
-            sources.push(SourceScore { source, score: 0.0, parts: Vec::new(), fragments: Vec::new() });
+            sources.push(SourceScore {
+                source,
+                score: 0.0,
+                parts: Vec::new(),
+                fragments: Vec::new(),
+            });
             sources.len() - 1
         });
         sources[slot].fragments.push((fragment, score));
     }
     for s in &mut sources {
-        s.fragments.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        s.fragments
+            .sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         s.parts = s
             .fragments
             .iter()
             .zip(weights)
-            .map(|(&(fragment, fragment_score), &weight)| RollupPart { fragment, fragment_score, weight })
+            .map(|(&(fragment, fragment_score), &weight)| RollupPart {
+                fragment,
+                fragment_score,
+                weight,
+            })
             .collect();
         s.score = s.parts.iter().map(|p| p.weight * p.fragment_score).sum();
     }
-    sources.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.source.cmp(&b.source)));
+    sources.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.source.cmp(&b.source))
+    });
     sources
 }
 
@@ -69,12 +85,22 @@ mod tests {
     const W: [f64; 3] = [1.0, 0.1, 0.05];
 
     fn owner_of(map: &[(u64, Option<u64>)]) -> impl Fn(FragmentKey) -> Option<SourceKey> + '_ {
-        move |f| map.iter().find(|(k, _)| *k == f.0).and_then(|(_, s)| s.map(SourceKey))
+        move |f| {
+            map.iter()
+                .find(|(k, _)| *k == f.0)
+                .and_then(|(_, s)| s.map(SourceKey))
+        }
     }
 
     #[test]
     fn tapering_bonus_for_extra_fragments() {
-        let owners = [(1, Some(10)), (2, Some(10)), (3, Some(10)), (4, Some(10)), (5, Some(20))];
+        let owners = [
+            (1, Some(10)),
+            (2, Some(10)),
+            (3, Some(10)),
+            (4, Some(10)),
+            (5, Some(20)),
+        ];
         let frags = [
             (FragmentKey(1), 0.5),
             (FragmentKey(5), 0.52),
@@ -86,7 +112,11 @@ mod tests {
         assert_eq!(out[0].source, SourceKey(10));
         assert!((out[0].score - (0.5 + 0.04 + 0.01)).abs() < 1e-12);
         assert_eq!(out[0].parts.len(), 3);
-        assert_eq!(out[0].fragments.len(), 4, "the fourth fragment is kept for hints");
+        assert_eq!(
+            out[0].fragments.len(),
+            4,
+            "the fourth fragment is kept for hints"
+        );
         assert_eq!(out[1].source, SourceKey(20));
         assert_eq!(out[1].score, 0.52);
     }
@@ -94,7 +124,11 @@ mod tests {
     #[test]
     fn entity_fragments_never_rank() {
         let owners = [(1, None), (2, Some(7))];
-        let out = rollup(&[(FragmentKey(1), 9.0), (FragmentKey(2), 0.1)], owner_of(&owners), &W);
+        let out = rollup(
+            &[(FragmentKey(1), 9.0), (FragmentKey(2), 0.1)],
+            owner_of(&owners),
+            &W,
+        );
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].source, SourceKey(7));
     }

@@ -21,8 +21,21 @@ pub const DEFAULT_LANGUAGE: &str = "english";
 
 /// Languages with a stemmer and a stop list.
 pub const LANGUAGES: &[&str] = &[
-    "english", "danish", "dutch", "finnish", "french", "german", "hungarian", "italian",
-    "norwegian", "portuguese", "romanian", "russian", "spanish", "swedish", "turkish",
+    "english",
+    "danish",
+    "dutch",
+    "finnish",
+    "french",
+    "german",
+    "hungarian",
+    "italian",
+    "norwegian",
+    "portuguese",
+    "romanian",
+    "russian",
+    "spanish",
+    "swedish",
+    "turkish",
 ];
 
 /// All settings, one section per stage.
@@ -131,7 +144,9 @@ impl Settings {
                     None => origin.to_string(),
                 },
                 key: String::new(),
-                kind: SettingsErrorKind::Syntax { message: e.message().to_string() },
+                kind: SettingsErrorKind::Syntax {
+                    message: e.message().to_string(),
+                },
             }
         })?;
         let mut keys = Vec::new();
@@ -142,11 +157,17 @@ impl Settings {
                 return Err(SettingsError {
                     origin: origin.to_string(),
                     key: key.clone(),
-                    kind: SettingsErrorKind::UnknownKey { suggestion: nearest(key, &valid) },
+                    kind: SettingsErrorKind::UnknownKey {
+                        suggestion: nearest(key, &valid),
+                    },
                 });
             }
         }
-        let settings = from_table(table, origin, keys.first().map(String::as_str).unwrap_or(""))?;
+        let settings = from_table(
+            table,
+            origin,
+            keys.first().map(String::as_str).unwrap_or(""),
+        )?;
         settings.validate(origin)?;
         Ok(settings)
     }
@@ -178,7 +199,9 @@ impl Settings {
             return Err(SettingsError {
                 origin,
                 key: key.to_string(),
-                kind: SettingsErrorKind::UnknownKey { suggestion: nearest(key, &valid) },
+                kind: SettingsErrorKind::UnknownKey {
+                    suggestion: nearest(key, &valid),
+                },
             });
         }
         let value = parse_value(raw);
@@ -200,10 +223,24 @@ impl Settings {
         let check = Check { origin };
         let i = &self.index;
         if !LANGUAGES.contains(&i.language.as_str()) {
-            return Err(check.invalid("index.language", &i.language, &format!("one of {}", LANGUAGES.join(", "))));
+            return Err(check.invalid(
+                "index.language",
+                &i.language,
+                &format!("one of {}", LANGUAGES.join(", ")),
+            ));
         }
-        check.range("index.fragment_max_chars", i.fragment_max_chars as f64, 200.0, 20_000.0)?;
-        check.range("index.summary_max_chars", i.summary_max_chars as f64, 40.0, 2_000.0)?;
+        check.range(
+            "index.fragment_max_chars",
+            i.fragment_max_chars as f64,
+            200.0,
+            20_000.0,
+        )?;
+        check.range(
+            "index.summary_max_chars",
+            i.summary_max_chars as f64,
+            40.0,
+            2_000.0,
+        )?;
         let l = &self.lexical;
         check.range("lexical.k1", l.k1 as f64, 0.0, 3.0)?;
         check.range("lexical.b", l.b as f64, 0.0, 1.0)?;
@@ -211,9 +248,18 @@ impl Settings {
         let f = &self.finder;
         check.range("finder.rrf_k", f.rrf_k as f64, 10.0, 200.0)?;
         check.range("finder.max_hints", f.max_hints as f64, 0.0, 10.0)?;
-        check.range("finder.preview_chars", f.preview_chars as f64, 40.0, 2_000.0)?;
+        check.range(
+            "finder.preview_chars",
+            f.preview_chars as f64,
+            40.0,
+            2_000.0,
+        )?;
         if f.rollup_weights.is_empty() || f.rollup_weights.len() > 10 {
-            return Err(check.invalid("finder.rollup_weights", &format!("{:?}", f.rollup_weights), "1 to 10 weights"));
+            return Err(check.invalid(
+                "finder.rollup_weights",
+                &format!("{:?}", f.rollup_weights),
+                "1 to 10 weights",
+            ));
         }
         for &w in &f.rollup_weights {
             check.range("finder.rollup_weights", w, 0.0, 1.0)?;
@@ -234,7 +280,10 @@ impl Check<'_> {
         Err(SettingsError {
             origin: self.origin.to_string(),
             key: key.to_string(),
-            kind: SettingsErrorKind::OutOfRange { value: value.to_string(), range: format!("{lo}–{hi}") },
+            kind: SettingsErrorKind::OutOfRange {
+                value: value.to_string(),
+                range: format!("{lo}–{hi}"),
+            },
         })
     }
 
@@ -242,7 +291,10 @@ impl Check<'_> {
         SettingsError {
             origin: self.origin.to_string(),
             key: key.to_string(),
-            kind: SettingsErrorKind::Invalid { value: value.to_string(), expected: expected.to_string() },
+            kind: SettingsErrorKind::Invalid {
+                value: value.to_string(),
+                expected: expected.to_string(),
+            },
         }
     }
 }
@@ -255,7 +307,10 @@ fn from_table(table: toml::Table, origin: &str, key_hint: &str) -> Result<Settin
     Settings::deserialize(table).map_err(|e| SettingsError {
         origin: origin.to_string(),
         key: key_hint.to_string(),
-        kind: SettingsErrorKind::Invalid { value: String::new(), expected: e.message().to_string() },
+        kind: SettingsErrorKind::Invalid {
+            value: String::new(),
+            expected: e.message().to_string(),
+        },
     })
 }
 
@@ -271,7 +326,11 @@ fn parse_value(raw: &str) -> toml::Value {
 
 fn flatten_keys(prefix: &str, table: &toml::Table, out: &mut Vec<String>) {
     for (k, v) in table {
-        let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
         match v {
             toml::Value::Table(t) => flatten_keys(&key, t, out),
             _ => out.push(key),
@@ -303,7 +362,9 @@ pub fn levenshtein(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, &cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -345,15 +406,28 @@ mod tests {
     #[test]
     fn unknown_key_suggests_the_nearest() {
         let err = Settings::default().set("lexical.k=1").unwrap_err();
-        assert_eq!(err.kind, SettingsErrorKind::UnknownKey { suggestion: Some("lexical.k1".into()) });
+        assert_eq!(
+            err.kind,
+            SettingsErrorKind::UnknownKey {
+                suggestion: Some("lexical.k1".into())
+            }
+        );
         let err = Settings::from_toml("[finder]\nrrfk = 30\n", "finder.toml").unwrap_err();
-        assert!(err.to_string().contains("did you mean `finder.rrf_k`"), "{err}");
+        assert!(
+            err.to_string().contains("did you mean `finder.rrf_k`"),
+            "{err}"
+        );
     }
 
     #[test]
     fn wrong_type_is_invalid() {
-        let err = Settings::default().set("lexical.fts_list_size=many").unwrap_err();
-        assert!(matches!(err.kind, SettingsErrorKind::Invalid { .. }), "{err}");
+        let err = Settings::default()
+            .set("lexical.fts_list_size=many")
+            .unwrap_err();
+        assert!(
+            matches!(err.kind, SettingsErrorKind::Invalid { .. }),
+            "{err}"
+        );
     }
 
     #[test]

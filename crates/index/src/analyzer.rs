@@ -52,7 +52,9 @@ pub(crate) fn word_analyzer(lang: &str) -> TextAnalyzer {
 /// Trigrams of each whitespace-separated word, lowercased: `AUTH-041` gives `aut`, `uth`,
 /// `th-`, `h-0`, `-04`, `041`. Words of one or two characters are kept whole.
 pub(crate) fn trigram_analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(WordTrigrams).filter(LowerCaser).build()
+    TextAnalyzer::builder(WordTrigrams)
+        .filter(LowerCaser)
+        .build()
 }
 
 /// Does the query hold an identifier-like token (a digit, or an inner `-`, `_`, `.`, `/`)?
@@ -60,8 +62,7 @@ pub(crate) fn trigram_analyzer() -> TextAnalyzer {
 pub fn looks_like_identifier(query: &str) -> bool {
     query.split_whitespace().any(|word| {
         let word = word.trim_matches(|c: char| !c.is_alphanumeric());
-        word.chars().any(|c| c.is_ascii_digit())
-            || word.contains(|c| matches!(c, '-' | '_' | '.' | '/'))
+        word.chars().any(|c| c.is_ascii_digit()) || word.contains(['-', '_', '.', '/'])
     })
 }
 
@@ -98,13 +99,20 @@ impl Tokenizer for WordTrigrams {
             })
         };
         let mut word_start = None;
-        let bounds = text.char_indices().map(|(i, c)| (i, c.is_whitespace())).chain([(text.len(), true)]);
+        let bounds = text
+            .char_indices()
+            .map(|(i, c)| (i, c.is_whitespace()))
+            .chain([(text.len(), true)]);
         for (i, is_space) in bounds {
             match (word_start, is_space) {
                 (None, false) => word_start = Some(i),
                 (Some(start), true) => {
                     let word = &text[start..i];
-                    let offsets: Vec<usize> = word.char_indices().map(|(j, _)| start + j).chain([i]).collect();
+                    let offsets: Vec<usize> = word
+                        .char_indices()
+                        .map(|(j, _)| start + j)
+                        .chain([i])
+                        .collect();
                     if offsets.len() <= 4 {
                         push(start, i);
                     } else {
@@ -143,15 +151,24 @@ mod tests {
     #[test]
     fn words_are_stemmed_and_stop_words_dropped() {
         let mut a = word_analyzer("english");
-        assert_eq!(terms(&mut a, "The tokens EXPIRED, running!"), vec!["token", "expir", "run"]);
+        assert_eq!(
+            terms(&mut a, "The tokens EXPIRED, running!"),
+            vec!["token", "expir", "run"]
+        );
         assert_eq!(terms(&mut a, "café"), vec!["cafe"]);
     }
 
     #[test]
     fn identifiers_become_trigrams() {
         let mut a = trigram_analyzer();
-        assert_eq!(terms(&mut a, "AUTH-041"), vec!["aut", "uth", "th-", "h-0", "-04", "041"]);
-        assert_eq!(terms(&mut a, "a ok  Zürich"), vec!["a", "ok", "zür", "üri", "ric", "ich"]);
+        assert_eq!(
+            terms(&mut a, "AUTH-041"),
+            vec!["aut", "uth", "th-", "h-0", "-04", "041"]
+        );
+        assert_eq!(
+            terms(&mut a, "a ok  Zürich"),
+            vec!["a", "ok", "zür", "üri", "ric", "ich"]
+        );
     }
 
     #[test]

@@ -13,7 +13,10 @@ use finder_core::{
 };
 use serde::Serialize;
 use tantivy::schema::{IndexRecordOption, Value};
-use tantivy::{DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term, TERMINATED};
+use tantivy::{
+    DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term,
+    TERMINATED,
+};
 
 use crate::analyzer::{looks_like_identifier, terms, TRIGRAMS, WORDS};
 use crate::error::{IndexError, Result};
@@ -35,7 +38,10 @@ pub fn load_settings(index_dir: &Path, config: Option<&Path>) -> Result<Settings
     if config.is_none() && !path.exists() {
         return Ok(Settings::default());
     }
-    let text = std::fs::read_to_string(&path).map_err(|source| IndexError::Io { path: path.clone(), source })?;
+    let text = std::fs::read_to_string(&path).map_err(|source| IndexError::Io {
+        path: path.clone(),
+        source,
+    })?;
     Ok(Settings::from_toml(&text, &path.display().to_string())?)
 }
 
@@ -71,9 +77,12 @@ impl Finder {
             return Err(IndexError::NotFound(dir.to_path_buf()));
         }
         let index = Index::open_in_dir(&path).map_err(|e| store_error(dir, e))?;
-        let fields = resolve(&index.schema())
-            .ok_or_else(|| IndexError::Corrupt { path: path.clone(), reason: "schema lacks Finder's fields".into() })?;
-        let info = commit_info(&index, dir)?.ok_or_else(|| IndexError::NotFound(dir.to_path_buf()))?;
+        let fields = resolve(&index.schema()).ok_or_else(|| IndexError::Corrupt {
+            path: path.clone(),
+            reason: "schema lacks Finder's fields".into(),
+        })?;
+        let info =
+            commit_info(&index, dir)?.ok_or_else(|| IndexError::NotFound(dir.to_path_buf()))?;
         register_analyzers(&index, &info.settings.language);
         let reader = index
             .reader_builder()
@@ -82,7 +91,14 @@ impl Finder {
             .map_err(|e| store_error(dir, e))?;
         let mut settings = settings;
         settings.index = info.settings.clone();
-        Ok(Finder { dir: dir.to_path_buf(), index, reader, fields, info, settings })
+        Ok(Finder {
+            dir: dir.to_path_buf(),
+            index,
+            reader,
+            fields,
+            info,
+            settings,
+        })
     }
 
     /// The base settings of this index (index-time values as indexed).
@@ -97,7 +113,10 @@ impl Finder {
         for o in overrides {
             settings.set(o)?;
             if settings.index != self.info.settings {
-                let key = o.split_once('=').map_or(o.as_str(), |(k, _)| k.trim()).to_string();
+                let key = o
+                    .split_once('=')
+                    .map_or(o.as_str(), |(k, _)| k.trim())
+                    .to_string();
                 let indexed = toml_value(&self.info.settings, &key);
                 return Err(IndexError::IndexTimeSetting { key, indexed });
             }
@@ -111,8 +130,18 @@ impl Finder {
     }
 
     /// Runs one query through the whole pipeline.
-    pub fn search(&self, query: &str, settings: &Settings, offset: usize, limit: usize) -> Result<SearchResponse> {
-        let run = QueryRun { finder: self, searcher: self.reader.searcher(), seen: RefCell::new(HashMap::new()) };
+    pub fn search(
+        &self,
+        query: &str,
+        settings: &Settings,
+        offset: usize,
+        limit: usize,
+    ) -> Result<SearchResponse> {
+        let run = QueryRun {
+            finder: self,
+            searcher: self.reader.searcher(),
+            seen: RefCell::new(HashMap::new()),
+        };
         finder_core::search(&run, query, settings, offset, limit)
     }
 
@@ -141,12 +170,21 @@ impl Finder {
 fn toml_value(settings: &finder_core::IndexSettings, key: &str) -> String {
     let table = toml::Table::try_from(settings).unwrap_or_default();
     let leaf = key.rsplit('.').next().unwrap_or(key);
-    table.get(leaf).map_or_else(|| "?".to_string(), |v| v.to_string())
+    table
+        .get(leaf)
+        .map_or_else(|| "?".to_string(), |v| v.to_string())
 }
 
 fn dir_size(path: &Path) -> u64 {
     std::fs::read_dir(path)
-        .map(|entries| entries.flatten().filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
         .unwrap_or(0)
 }
 
@@ -180,13 +218,19 @@ impl QueryRun<'_> {
         let fast = segment.fast_fields();
         let read = |name: &str| -> Result<u64> {
             let column = fast.u64(name).map_err(|e| self.err(e))?;
-            column.first(address.doc_id).ok_or_else(|| IndexError::Corrupt {
-                path: self.finder.dir.clone(),
-                reason: format!("fragment without `{name}`"),
-            })
+            column
+                .first(address.doc_id)
+                .ok_or_else(|| IndexError::Corrupt {
+                    path: self.finder.dir.clone(),
+                    reason: format!("fragment without `{name}`"),
+                })
         };
         let key = FragmentKey(read("fragment_key")?);
-        let seen = Seen { address, source: SourceKey(read("source_key")?), ordinal: read("ordinal")? as u32 };
+        let seen = Seen {
+            address,
+            source: SourceKey(read("source_key")?),
+            ordinal: read("ordinal")? as u32,
+        };
         self.seen.borrow_mut().insert(key, seen);
         Ok(key)
     }
@@ -195,11 +239,15 @@ impl QueryRun<'_> {
     fn docs_with(&self, term: &Term) -> Result<Vec<DocAddress>> {
         let mut out = Vec::new();
         for (ord, segment) in self.searcher.segment_readers().iter().enumerate() {
-            let inverted = segment.inverted_index(term.field()).map_err(|e| self.err(e))?;
+            let inverted = segment
+                .inverted_index(term.field())
+                .map_err(|e| self.err(e))?;
             let postings = inverted
                 .read_postings(term, IndexRecordOption::Basic)
                 .map_err(|e| self.err(e.into()))?;
-            let Some(mut postings) = postings else { continue };
+            let Some(mut postings) = postings else {
+                continue;
+            };
             let mut doc = postings.doc();
             while doc != TERMINATED {
                 if !segment.is_deleted(doc) {
@@ -227,15 +275,28 @@ impl QueryRun<'_> {
 
     fn stored(&self, address: DocAddress) -> Result<(String, FragmentRecord)> {
         let doc: TantivyDocument = self.searcher.doc(address).map_err(|e| self.err(e))?;
-        let text = |f| doc.get_first(f).and_then(|v| v.as_str()).unwrap_or("").to_string();
-        let record = serde_json::from_str(&text(self.fields().meta)).map_err(|e| IndexError::Corrupt {
-            path: self.finder.dir.clone(),
-            reason: format!("fragment record: {e}"),
-        })?;
+        let text = |f| {
+            doc.get_first(f)
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_string()
+        };
+        let record =
+            serde_json::from_str(&text(self.fields().meta)).map_err(|e| IndexError::Corrupt {
+                path: self.finder.dir.clone(),
+                reason: format!("fragment record: {e}"),
+            })?;
         Ok((text(self.fields().body), record))
     }
 
-    fn bm25(&self, channel: Channel, field: tantivy::schema::Field, analyzer: &str, query: &str, settings: &Settings) -> Result<ChannelOutcome> {
+    fn bm25(
+        &self,
+        channel: Channel,
+        field: tantivy::schema::Field,
+        analyzer: &str,
+        query: &str,
+        settings: &Settings,
+    ) -> Result<ChannelOutcome> {
         let mut analyzer = self
             .finder
             .index
@@ -244,16 +305,33 @@ impl QueryRun<'_> {
             .expect("analyzers are registered at open");
         let words = terms(&mut analyzer, query);
         if words.is_empty() {
-            return Ok(ChannelOutcome::Skipped("the query has no searchable terms".into()));
+            return Ok(ChannelOutcome::Skipped(
+                "the query has no searchable terms".into(),
+            ));
         }
-        let params = Bm25Params { k1: settings.lexical.k1, b: settings.lexical.b };
-        let top = top_k(&self.searcher, field, &query_terms(field, &words), params, settings.lexical.fts_list_size)
-            .map_err(|e| self.err(e))?;
+        let params = Bm25Params {
+            k1: settings.lexical.k1,
+            b: settings.lexical.b,
+        };
+        let top = top_k(
+            &self.searcher,
+            field,
+            &query_terms(field, &words),
+            params,
+            settings.lexical.fts_list_size,
+        )
+        .map_err(|e| self.err(e))?;
         let mut hits = Vec::with_capacity(top.len());
         for (address, score) in top {
-            hits.push(finder_core::ScoredFragment { fragment: self.remember(address)?, score });
+            hits.push(finder_core::ScoredFragment {
+                fragment: self.remember(address)?,
+                score,
+            });
         }
-        Ok(ChannelOutcome::Ran(finder_core::RankedList { channel, hits }))
+        Ok(ChannelOutcome::Ran(finder_core::RankedList {
+            channel,
+            hits,
+        }))
     }
 }
 
@@ -264,12 +342,19 @@ impl Retriever for QueryRun<'_> {
         vec![Channel::Lexical, Channel::Trigram]
     }
 
-    fn retrieve(&self, channel: Channel, query: &str, settings: &Settings) -> Result<ChannelOutcome> {
+    fn retrieve(
+        &self,
+        channel: Channel,
+        query: &str,
+        settings: &Settings,
+    ) -> Result<ChannelOutcome> {
         match channel {
             Channel::Lexical => self.bm25(channel, self.fields().text, WORDS, query, settings),
             Channel::Trigram => {
                 match settings.lexical.trigram {
-                    TrigramMode::Off => return Ok(ChannelOutcome::Skipped("lexical.trigram = off".into())),
+                    TrigramMode::Off => {
+                        return Ok(ChannelOutcome::Skipped("lexical.trigram = off".into()))
+                    }
                     TrigramMode::Auto if !looks_like_identifier(query) => {
                         return Ok(ChannelOutcome::Skipped(
                             "no identifier-like token in the query (lexical.trigram = auto)".into(),
@@ -278,18 +363,27 @@ impl Retriever for QueryRun<'_> {
                     _ => {}
                 }
                 if !self.finder.info.settings.trigrams {
-                    return Ok(ChannelOutcome::Degraded("the index was built with index.trigrams = false".into()));
+                    return Ok(ChannelOutcome::Degraded(
+                        "the index was built with index.trigrams = false".into(),
+                    ));
                 }
                 self.bm25(channel, self.fields().trigrams, TRIGRAMS, query, settings)
             }
-            Channel::Vector => Ok(ChannelOutcome::Skipped("the semantic layer is not part of this index".into())),
+            Channel::Vector => Ok(ChannelOutcome::Skipped(
+                "the semantic layer is not part of this index".into(),
+            )),
         }
     }
 
     fn fragment_meta(&self, fragments: &[FragmentKey]) -> Result<Vec<Option<FragmentMeta>>> {
         fragments
             .iter()
-            .map(|&f| Ok(self.lookup(f)?.map(|s| FragmentMeta { source: Some(s.source), ordinal: s.ordinal })))
+            .map(|&f| {
+                Ok(self.lookup(f)?.map(|s| FragmentMeta {
+                    source: Some(s.source),
+                    ordinal: s.ordinal,
+                }))
+            })
             .collect()
     }
 
@@ -298,15 +392,29 @@ impl Retriever for QueryRun<'_> {
         for address in self.docs_with(&term)? {
             let (_, record) = self.stored(address)?;
             if let Some(r) = record.source {
-                return Ok(Some(SourceView { id: r.id, envelope: r.envelope, summary: r.summary }));
+                return Ok(Some(SourceView {
+                    id: r.id,
+                    envelope: r.envelope,
+                    summary: r.summary,
+                }));
             }
         }
         Ok(None)
     }
 
-    fn hint(&self, fragment: FragmentKey, query: &str, max_chars: usize) -> Result<Option<(String, Extent)>> {
-        let Some(seen) = self.lookup(fragment)? else { return Ok(None) };
+    fn hint(
+        &self,
+        fragment: FragmentKey,
+        query: &str,
+        max_chars: usize,
+    ) -> Result<Option<(String, Extent)>> {
+        let Some(seen) = self.lookup(fragment)? else {
+            return Ok(None);
+        };
         let (body, record) = self.stored(seen.address)?;
-        Ok(Some((crate::preview::preview(&body, query, max_chars), record.extent)))
+        Ok(Some((
+            crate::preview::preview(&body, query, max_chars),
+            record.extent,
+        )))
     }
 }

@@ -17,7 +17,11 @@ pub(crate) fn source_key(id: &str) -> SourceKey {
 }
 
 pub(crate) fn fragment_key(source_id: &str, ordinal: u32) -> FragmentKey {
-    FragmentKey(hash64(&[b"fragment", source_id.as_bytes(), &ordinal.to_le_bytes()]))
+    FragmentKey(hash64(&[
+        b"fragment",
+        source_id.as_bytes(),
+        &ordinal.to_le_bytes(),
+    ]))
 }
 
 #[cfg(test)]

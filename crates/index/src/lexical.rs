@@ -22,7 +22,10 @@ pub fn query_terms(field: Field, terms: &[String]) -> Vec<(Term, u32)> {
             None => counts.push((t.clone(), 1)),
         }
     }
-    counts.into_iter().map(|(t, n)| (Term::from_field_text(field, &t), n)).collect()
+    counts
+        .into_iter()
+        .map(|(t, n)| (Term::from_field_text(field, &t), n))
+        .collect()
 }
 
 /// Collection statistics of one field, summed over segments the way tantivy sums them
@@ -39,7 +42,11 @@ pub fn field_stats(searcher: &Searcher, field: Field) -> tantivy::Result<FieldSt
         num_docs += u64::from(segment.max_doc());
         tokens += segment.inverted_index(field)?.total_num_tokens();
     }
-    let avg_len = if num_docs == 0 { 1.0 } else { (tokens as f32 / num_docs as f32).max(f32::MIN_POSITIVE) };
+    let avg_len = if num_docs == 0 {
+        1.0
+    } else {
+        (tokens as f32 / num_docs as f32).max(f32::MIN_POSITIVE)
+    };
     Ok(FieldStats { num_docs, avg_len })
 }
 
@@ -58,7 +65,10 @@ impl Ord for Entry {
     /// "Greater" means worse, so the max-heap's top is the entry to evict: lower scores are
     /// worse, and on equal scores the later address is worse, as in tantivy's collector.
     fn cmp(&self, other: &Self) -> Ordering {
-        other.0.total_cmp(&self.0).then_with(|| self.1.cmp(&other.1))
+        other
+            .0
+            .total_cmp(&self.0)
+            .then_with(|| self.1.cmp(&other.1))
     }
 }
 
@@ -89,7 +99,8 @@ pub fn top_k(
         acc.resize(segment.max_doc() as usize, 0.0);
         touched.clear();
         for (term, qtf) in terms {
-            let Some(mut postings) = inverted.read_postings(term, IndexRecordOption::WithFreqs)? else {
+            let Some(mut postings) = inverted.read_postings(term, IndexRecordOption::WithFreqs)?
+            else {
                 continue;
             };
             let weight = idf[term] * *qtf as f32;

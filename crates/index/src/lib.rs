@@ -26,7 +26,10 @@ pub use record::{CommitInfo, RunCounts};
 pub use writer::{index_inputs, Progress, RunReport};
 
 fn store_error(dir: &std::path::Path, source: tantivy::TantivyError) -> IndexError {
-    IndexError::Storage { path: dir.to_path_buf(), source }
+    IndexError::Storage {
+        path: dir.to_path_buf(),
+        source,
+    }
 }
 
 #[doc(hidden)]

@@ -20,7 +20,9 @@ pub(crate) fn preview(body: &str, query: &str, max_chars: usize) -> String {
         .min()
         .unwrap_or(0);
     // Start a fifth of the window before the match, at a word boundary.
-    let mut start = first_match.saturating_sub(max_chars / 5).min(chars.len() - max_chars);
+    let mut start = first_match
+        .saturating_sub(max_chars / 5)
+        .min(chars.len() - max_chars);
     while start > 0 && start < first_match && chars[start - 1] != ' ' {
         start += 1;
     }
@@ -54,7 +56,11 @@ mod tests {
 
     #[test]
     fn window_moves_to_the_match() {
-        let body = format!("{} the refresh token expired here {}", "lorem ".repeat(50), "ipsum ".repeat(50));
+        let body = format!(
+            "{} the refresh token expired here {}",
+            "lorem ".repeat(50),
+            "ipsum ".repeat(50)
+        );
         let p = preview(&body, "expired TOKEN", 60);
         assert!(p.contains("token expired"), "{p}");
         assert!(p.starts_with('…') && p.ends_with('…'));

@@ -31,7 +31,9 @@ pub(crate) fn build_schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let analyzed = |name: &str| {
         TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default().set_tokenizer(name).set_index_option(IndexRecordOption::WithFreqs),
+            TextFieldIndexing::default()
+                .set_tokenizer(name)
+                .set_index_option(IndexRecordOption::WithFreqs),
         )
     };
     let fields = Fields {

@@ -63,7 +63,11 @@ pub fn index_inputs(
     let mut origins = Vec::new();
     for input in inputs {
         let canonical = input.canonicalize().map_err(|e| {
-            IndexError::Input(Problem { place: input.display().to_string(), reason: e.to_string(), source_id: None })
+            IndexError::Input(Problem {
+                place: input.display().to_string(),
+                reason: e.to_string(),
+                source_id: None,
+            })
         })?;
         origins.push(canonical.display().to_string());
     }
@@ -93,7 +97,10 @@ pub fn index_inputs(
         writer.delete_all_documents().map_err(err)?;
     }
 
-    let mut report = RunReport { rebuilt: rebuild, ..RunReport::default() };
+    let mut report = RunReport {
+        rebuilt: rebuild,
+        ..RunReport::default()
+    };
     let mut seen: HashSet<String> = HashSet::new();
     let mut written: HashMap<String, SourceRecord> = HashMap::new();
     let mut incomplete: HashSet<String> = HashSet::new();
@@ -101,7 +108,10 @@ pub fn index_inputs(
     let mut failure: Option<IndexError> = None;
     for (input, origin) in inputs.iter().zip(&origins) {
         let kind = ingest::detect(input).map_err(IndexError::Input)?;
-        progress(Progress::Input { path: input, kind: kind_name(&kind) });
+        progress(Progress::Input {
+            path: input,
+            kind: kind_name(&kind),
+        });
         let mut sink = |item: std::result::Result<SourceDoc, Problem>| {
             if failure.is_some() {
                 return;
@@ -124,12 +134,18 @@ pub fn index_inputs(
                     if !seen.insert(source.id.clone()) {
                         report.problems.push(Problem {
                             place: source.origin.clone(),
-                            reason: format!("source id `{}` also comes from another input; the later one wins", source.id),
+                            reason: format!(
+                                "source id `{}` also comes from another input; the later one wins",
+                                source.id
+                            ),
                             source_id: Some(source.id.clone()),
                         });
                     }
                     let previous = catalog.get(&source.id);
-                    if !rebuild && previous.is_some_and(|p| p.hash == source.hash && p.origin == source.origin) {
+                    if !rebuild
+                        && previous
+                            .is_some_and(|p| p.hash == source.hash && p.origin == source.origin)
+                    {
                         report.counts.unchanged += 1;
                         return;
                     }
@@ -168,17 +184,24 @@ pub fn index_inputs(
         writer.delete_term(Term::from_field_text(fields.source_id, id));
         report.counts.removed += 1;
     }
-    let failed_ids: HashSet<&String> = report.problems.iter().filter_map(|p| p.source_id.as_ref()).collect();
+    let failed_ids: HashSet<&String> = report
+        .problems
+        .iter()
+        .filter_map(|p| p.source_id.as_ref())
+        .collect();
     report.counts.kept = (kept_ids.len()
-        + failed_ids.iter().filter(|id| catalog.contains_key(**id) && !written.contains_key(**id)).count())
-        as u64;
+        + failed_ids
+            .iter()
+            .filter(|id| catalog.contains_key(**id) && !written.contains_key(**id))
+            .count()) as u64;
     report.counts.problems = report.problems.len() as u64;
 
     // Totals after this run: the previous catalog, minus removals, plus what was written.
     let mut totals: HashMap<&String, u32> = HashMap::new();
     if !rebuild {
         for (id, r) in &catalog {
-            let removed = origins.contains(&r.origin) && !seen.contains(id) && !kept_ids.contains(id);
+            let removed =
+                origins.contains(&r.origin) && !seen.contains(id) && !kept_ids.contains(id);
             if !removed {
                 totals.insert(id, r.fragments.max(1));
             }
@@ -190,7 +213,9 @@ pub fn index_inputs(
     report.sources = totals.len() as u64;
     report.fragments = totals.values().map(|&n| n as u64).sum();
 
-    let mut all_origins: BTreeSet<String> = info.map(|i| i.origins.into_iter().collect()).unwrap_or_default();
+    let mut all_origins: BTreeSet<String> = info
+        .map(|i| i.origins.into_iter().collect())
+        .unwrap_or_default();
     all_origins.extend(origins);
     let new_info = CommitInfo {
         format: FORMAT,
@@ -199,7 +224,9 @@ pub fn index_inputs(
         fragments: report.fragments,
         origins: all_origins.into_iter().collect(),
         last_run: report.counts,
-        committed_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        committed_at: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
     };
     progress(Progress::Committing);
     let mut prepared = writer.prepare_commit().map_err(err)?;
@@ -283,7 +310,10 @@ fn add_source(
 /// Opens the tantivy index under `dir`, or creates an empty one.
 pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, Fields)> {
     let path = dir.join(LEXICAL_DIR);
-    std::fs::create_dir_all(&path).map_err(|source| IndexError::Io { path: path.clone(), source })?;
+    std::fs::create_dir_all(&path).map_err(|source| IndexError::Io {
+        path: path.clone(),
+        source,
+    })?;
     let exists = path.join("meta.json").exists();
     let index = if exists {
         Index::open_in_dir(&path).map_err(|e| store_error(dir, e))?
@@ -291,8 +321,10 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
         let (schema, _) = build_schema();
         Index::create_in_dir(&path, schema).map_err(|e| store_error(dir, e))?
     };
-    let fields = resolve(&index.schema())
-        .ok_or_else(|| IndexError::Corrupt { path: path.clone(), reason: "schema lacks Finder's fields".into() })?;
+    let fields = resolve(&index.schema()).ok_or_else(|| IndexError::Corrupt {
+        path: path.clone(),
+        reason: "schema lacks Finder's fields".into(),
+    })?;
     register_analyzers(&index, &settings.index.language);
     Ok((index, fields))
 }
@@ -302,26 +334,41 @@ pub(crate) fn commit_info(index: &Index, dir: &Path) -> Result<Option<CommitInfo
     let metas = index.load_metas().map_err(|e| store_error(dir, e))?;
     match metas.payload {
         None => Ok(None),
-        Some(p) => serde_json::from_str(&p).map(Some).map_err(|e| IndexError::Corrupt {
-            path: dir.to_path_buf(),
-            reason: format!("commit payload: {e}"),
-        }),
+        Some(p) => serde_json::from_str(&p)
+            .map(Some)
+            .map_err(|e| IndexError::Corrupt {
+                path: dir.to_path_buf(),
+                reason: format!("commit payload: {e}"),
+            }),
     }
 }
 
 /// Every indexed source record, by id.
-pub(crate) fn load_catalog(index: &Index, fields: Fields, dir: &Path) -> Result<HashMap<String, SourceRecord>> {
+pub(crate) fn load_catalog(
+    index: &Index,
+    fields: Fields,
+    dir: &Path,
+) -> Result<HashMap<String, SourceRecord>> {
     let err = |e| store_error(dir, e);
     let reader = index.reader().map_err(err)?;
     let searcher = reader.searcher();
-    let heads = TermQuery::new(Term::from_field_u64(fields.ordinal, 0), IndexRecordOption::Basic);
+    let heads = TermQuery::new(
+        Term::from_field_u64(fields.ordinal, 0),
+        IndexRecordOption::Basic,
+    );
     let docs = searcher.search(&heads, &DocSetCollector).map_err(err)?;
     let mut catalog = HashMap::with_capacity(docs.len());
     for address in docs {
         let doc: TantivyDocument = searcher.doc(address).map_err(err)?;
-        let meta = doc.get_first(fields.meta).and_then(|v| v.as_str()).unwrap_or("");
-        let record: FragmentRecord = serde_json::from_str(meta)
-            .map_err(|e| IndexError::Corrupt { path: dir.to_path_buf(), reason: format!("fragment record: {e}") })?;
+        let meta = doc
+            .get_first(fields.meta)
+            .and_then(|v| v.as_str())
+            .unwrap_or("");
+        let record: FragmentRecord =
+            serde_json::from_str(meta).map_err(|e| IndexError::Corrupt {
+                path: dir.to_path_buf(),
+                reason: format!("fragment record: {e}"),
+            })?;
         if let Some(source) = record.source {
             catalog.insert(source.id.clone(), source);
         }

@@ -13,7 +13,13 @@ use crate::document::FragmentDoc;
 /// else between words, else between characters. `base_byte` and `base_line` are where `body`
 /// starts in its file, so extents index the whole file.
 pub fn fragment(body: &str, base_byte: u64, base_line: u32, max_chars: usize) -> Vec<FragmentDoc> {
-    let mut packer = Packer { body, max: max_chars.max(1), heading: None, current: None, done: Vec::new() };
+    let mut packer = Packer {
+        body,
+        max: max_chars.max(1),
+        heading: None,
+        current: None,
+        done: Vec::new(),
+    };
     let mut path: Vec<(u8, String)> = Vec::new();
     for block in blocks(body) {
         let is_heading = if let BlockKind::Heading { level, title } = &block.kind {
@@ -29,7 +35,12 @@ pub fn fragment(body: &str, base_byte: u64, base_line: u32, max_chars: usize) ->
     }
     packer.flush();
 
-    let newlines: Vec<usize> = body.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i).collect();
+    let newlines: Vec<usize> = body
+        .bytes()
+        .enumerate()
+        .filter(|&(_, b)| b == b'\n')
+        .map(|(i, _)| i)
+        .collect();
     let line_of = |byte: usize| -> u32 {
         let before = newlines.partition_point(|&p| p < byte);
         base_line.saturating_add(u32::try_from(before).unwrap_or(u32::MAX))
@@ -55,7 +66,11 @@ pub fn fragment(body: &str, base_byte: u64, base_line: u32, max_chars: usize) ->
 
 /// "Install > Linux" from the open headings, outermost first; empty titles are left out.
 fn heading_path(path: &[(u8, String)]) -> Option<String> {
-    let names: Vec<&str> = path.iter().map(|(_, t)| t.as_str()).filter(|t| !t.is_empty()).collect();
+    let names: Vec<&str> = path
+        .iter()
+        .map(|(_, t)| t.as_str())
+        .filter(|t| !t.is_empty())
+        .collect();
     (!names.is_empty()).then(|| names.join(" > "))
 }
 
@@ -96,7 +111,9 @@ impl Packer<'_> {
             // lets some of the block fit beside it.
             let room = self.max.saturating_sub(open.chars + gap);
             if open.heading_only && room > 0 {
-                if let Boundary::Sentence(cut) | Boundary::Word(cut) = boundary(&self.body[start..end], room) {
+                if let Boundary::Sentence(cut) | Boundary::Word(cut) =
+                    boundary(&self.body[start..end], room)
+                {
                     open.end = start + cut;
                     self.current = Some(open);
                     start = self.skip_whitespace(start + cut, end);
@@ -114,7 +131,12 @@ impl Packer<'_> {
             let piece = boundary(&self.body[start..end], self.max);
             if piece == Boundary::Whole {
                 let chars = self.chars(start, end);
-                self.current = Some(Open { start, end, chars, heading_only: is_heading });
+                self.current = Some(Open {
+                    start,
+                    end,
+                    chars,
+                    heading_only: is_heading,
+                });
                 return;
             }
             let cut = start + piece.end(end - start);
@@ -159,24 +181,69 @@ mod tests {
             assert_eq!(&input[s..e], f.text, "extent slice equals text");
             assert!(!f.text.is_empty());
             assert_eq!(f.text.trim(), f.text, "text is trimmed");
-            assert!(f.text.chars().count() <= max, "{} chars > {max}", f.text.chars().count());
-            assert_eq!(f.extent.line_start as usize, 1 + input[..s].matches('\n').count());
-            assert_eq!(f.extent.line_end as usize, 1 + input.as_bytes()[..e - 1].iter().filter(|&&b| b == b'\n').count());
+            assert!(
+                f.text.chars().count() <= max,
+                "{} chars > {max}",
+                f.text.chars().count()
+            );
+            assert_eq!(
+                f.extent.line_start as usize,
+                1 + input[..s].matches('\n').count()
+            );
+            assert_eq!(
+                f.extent.line_end as usize,
+                1 + input.as_bytes()[..e - 1]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count()
+            );
             assert!(s >= covered_to, "fragments in order and apart");
             covered_to = e;
             covered[s..e].iter_mut().for_each(|c| *c = true);
         }
         for (i, c) in input.char_indices() {
-            assert!(c.is_whitespace() || covered[i], "char {c:?} at {i} not in any fragment");
+            assert!(
+                c.is_whitespace() || covered[i],
+                "char {c:?} at {i} not in any fragment"
+            );
         }
     }
 
     fn markdownish() -> impl Strategy<Value = String> {
         let pieces = prop::sample::select(vec![
-            "# Title\n", "## Sub section\n", "### Deep ###\n", "#tag ", "\n", "\n\n", "\r\n", "\r\n\r\n",
-            "```\n", "~~~rust\n", "```x```", "word ", "another ", "Sentence ends. ", "Really? ", "Yes! ",
-            "é", "日本語のテキスト", "🙂 ", "  ", "\t", "a.b.c", "xxxxxxxxxxxxxxxxxxxxxxxxx", "- item\n",
-            "[[label|target]] ", "`code` ", "\u{a0}", "\u{3000}", ".", "!", "?", "#", "---\n",
+            "# Title\n",
+            "## Sub section\n",
+            "### Deep ###\n",
+            "#tag ",
+            "\n",
+            "\n\n",
+            "\r\n",
+            "\r\n\r\n",
+            "```\n",
+            "~~~rust\n",
+            "```x```",
+            "word ",
+            "another ",
+            "Sentence ends. ",
+            "Really? ",
+            "Yes! ",
+            "é",
+            "日本語のテキスト",
+            "🙂 ",
+            "  ",
+            "\t",
+            "a.b.c",
+            "xxxxxxxxxxxxxxxxxxxxxxxxx",
+            "- item\n",
+            "[[label|target]] ",
+            "`code` ",
+            "\u{a0}",
+            "\u{3000}",
+            ".",
+            "!",
+            "?",
+            "#",
+            "---\n",
         ]);
         prop::collection::vec(pieces, 0..120).prop_map(|v| v.concat())
     }
@@ -197,9 +264,17 @@ mod tests {
 
     #[test]
     fn paragraphs_pack_until_full_and_headings_start_fragments() {
-        let body = "Intro para.\n\nSecond para.\n\n# Install\n\nStep one.\n\n## Linux\n\nUse apt.\n";
+        let body =
+            "Intro para.\n\nSecond para.\n\n# Install\n\nStep one.\n\n## Linux\n\nUse apt.\n";
         let f = fragment(body, 0, 1, 200);
-        assert_eq!(texts(&f), vec!["Intro para.\n\nSecond para.", "# Install\n\nStep one.", "## Linux\n\nUse apt."]);
+        assert_eq!(
+            texts(&f),
+            vec![
+                "Intro para.\n\nSecond para.",
+                "# Install\n\nStep one.",
+                "## Linux\n\nUse apt."
+            ]
+        );
         assert_eq!(f[0].heading, None);
         assert_eq!(f[1].heading.as_deref(), Some("Install"));
         assert_eq!(f[2].heading.as_deref(), Some("Install > Linux"));
@@ -209,7 +284,10 @@ mod tests {
     #[test]
     fn heading_path_pops_to_the_right_level() {
         let body = "# A\n## B\n### C\n## D\ntext\n# E\n";
-        let headings: Vec<_> = fragment(body, 0, 1, 500).into_iter().map(|f| f.heading.unwrap()).collect();
+        let headings: Vec<_> = fragment(body, 0, 1, 500)
+            .into_iter()
+            .map(|f| f.heading.unwrap())
+            .collect();
         assert_eq!(headings, vec!["A", "A > B", "A > B > C", "A > D", "E"]);
     }
 
@@ -222,23 +300,41 @@ mod tests {
     #[test]
     fn paragraphs_split_when_the_next_would_overflow() {
         let body = "aaaa bbbb.\n\ncccc dddd.\n\neeee";
-        assert_eq!(texts(&fragment(body, 0, 1, 22)), vec!["aaaa bbbb.\n\ncccc dddd.", "eeee"]);
-        assert_eq!(texts(&fragment(body, 0, 1, 21)), vec!["aaaa bbbb.", "cccc dddd.\n\neeee"]);
+        assert_eq!(
+            texts(&fragment(body, 0, 1, 22)),
+            vec!["aaaa bbbb.\n\ncccc dddd.", "eeee"]
+        );
+        assert_eq!(
+            texts(&fragment(body, 0, 1, 21)),
+            vec!["aaaa bbbb.", "cccc dddd.\n\neeee"]
+        );
     }
 
     #[test]
     fn code_fence_with_blank_lines_stays_whole() {
         let body = "# Run\n\n```sh\nmake\n\n\nmake test\n```\n\nDone.";
         let f = fragment(body, 0, 1, 35);
-        assert_eq!(texts(&f), vec!["# Run\n\n```sh\nmake\n\n\nmake test\n```", "Done."]);
+        assert_eq!(
+            texts(&f),
+            vec!["# Run\n\n```sh\nmake\n\n\nmake test\n```", "Done."]
+        );
     }
 
     #[test]
     fn long_paragraph_is_cut_at_sentences_then_words_then_chars() {
         let body = "First sentence here. Second one is here. Third.";
-        assert_eq!(texts(&fragment(body, 0, 1, 25)), vec!["First sentence here.", "Second one is here.", "Third."]);
-        assert_eq!(texts(&fragment("alpha beta gamma delta", 0, 1, 11)), vec!["alpha beta", "gamma delta"]);
-        assert_eq!(texts(&fragment("ααααααα", 0, 1, 3)), vec!["ααα", "ααα", "α"]);
+        assert_eq!(
+            texts(&fragment(body, 0, 1, 25)),
+            vec!["First sentence here.", "Second one is here.", "Third."]
+        );
+        assert_eq!(
+            texts(&fragment("alpha beta gamma delta", 0, 1, 11)),
+            vec!["alpha beta", "gamma delta"]
+        );
+        assert_eq!(
+            texts(&fragment("ααααααα", 0, 1, 3)),
+            vec!["ααα", "ααα", "α"]
+        );
     }
 
     #[test]
@@ -262,7 +358,10 @@ mod tests {
         let f = fragment(&file[base..], base as u64, 4, 100);
         assert_eq!(f.len(), 1);
         let e = f[0].extent;
-        assert_eq!(&file[e.byte_start as usize..e.byte_end as usize], "Hello\r\nworld\r\n\r\nNext");
+        assert_eq!(
+            &file[e.byte_start as usize..e.byte_end as usize],
+            "Hello\r\nworld\r\n\r\nNext"
+        );
         assert_eq!((e.line_start, e.line_end), (5, 8));
     }
 

@@ -30,7 +30,12 @@ pub(super) struct Split {
 
 impl Split {
     fn whole(fields: Fields, problem: Option<(u32, String)>) -> Split {
-        Split { fields, body_start: 0, body_line: 1, problem }
+        Split {
+            fields,
+            body_start: 0,
+            body_line: 1,
+            problem,
+        }
     }
 }
 
@@ -55,10 +60,18 @@ pub(super) fn split(text: &str) -> Split {
         offset += line.len();
     }
     let Some((yaml_end, body_start, close_line)) = close else {
-        return Split::whole(Fields::default(), Some((1, "front matter has no closing `---` line".to_string())));
+        return Split::whole(
+            Fields::default(),
+            Some((1, "front matter has no closing `---` line".to_string())),
+        );
     };
     match parse(&text[yaml_start..yaml_end]) {
-        Ok(fields) => Split { fields, body_start, body_line: close_line + 1, problem: None },
+        Ok(fields) => Split {
+            fields,
+            body_start,
+            body_line: close_line + 1,
+            problem: None,
+        },
         Err((yaml_line, reason)) => {
             // YAML lines count from the line after the opening fence.
             Split::whole(Fields::default(), Some((1 + yaml_line, reason)))
@@ -69,24 +82,43 @@ pub(super) fn split(text: &str) -> Split {
 /// Reads the fields from the YAML text; an error gives the YAML line (0 when unknown) and why.
 fn parse(yaml: &str) -> Result<Fields, (u32, String)> {
     let value: Value = serde_yaml::from_str(yaml).map_err(|e| {
-        let line = e.location().map_or(0, |l| u32::try_from(l.line()).unwrap_or(0));
+        let line = e
+            .location()
+            .map_or(0, |l| u32::try_from(l.line()).unwrap_or(0));
         let message = e.to_string();
         // The message's own "at line N" counts within the YAML; the place names the file line.
-        let message = message.split(" at line ").next().unwrap_or(&message).to_string();
+        let message = message
+            .split(" at line ")
+            .next()
+            .unwrap_or(&message)
+            .to_string();
         (line, format!("front matter is not valid YAML: {message}"))
     })?;
     let map = match value {
         Value::Null => return Ok(Fields::default()),
         Value::Mapping(map) => map,
-        _ => return Err((0, "front matter is not a mapping of `key: value` lines".to_string())),
+        _ => {
+            return Err((
+                0,
+                "front matter is not a mapping of `key: value` lines".to_string(),
+            ))
+        }
     };
     let mut fields = Fields::default();
     let mut summaries: [Option<String>; 3] = Default::default();
     for (key, value) in &map {
         let Some(key) = scalar(key) else { continue };
         match key.to_lowercase().as_str() {
-            "title" => fields.title = scalar(value).map(|t| collapse(&t)).filter(|t| !t.is_empty()),
-            "date" => fields.date = scalar(value).map(|d| d.trim().to_string()).filter(|d| !d.is_empty()),
+            "title" => {
+                fields.title = scalar(value)
+                    .map(|t| collapse(&t))
+                    .filter(|t| !t.is_empty())
+            }
+            "date" => {
+                fields.date = scalar(value)
+                    .map(|d| d.trim().to_string())
+                    .filter(|d| !d.is_empty())
+            }
             "tags" => fields.tags = tags(value),
             "summary" => summaries[0] = scalar(value),
             "description" => summaries[1] = scalar(value),
@@ -98,7 +130,11 @@ fn parse(yaml: &str) -> Result<Fields, (u32, String)> {
             }
         }
     }
-    fields.summary = summaries.into_iter().flatten().map(|s| collapse(&s)).find(|s| !s.is_empty());
+    fields.summary = summaries
+        .into_iter()
+        .flatten()
+        .map(|s| collapse(&s))
+        .find(|s| !s.is_empty());
     Ok(fields)
 }
 
@@ -119,7 +155,11 @@ fn tags(value: &Value) -> Vec<String> {
     let raw: Vec<String> = match value {
         Value::Sequence(items) => items.iter().filter_map(scalar).collect(),
         other => scalar(other)
-            .map(|s| s.split(|c: char| c == ',' || c.is_whitespace()).map(str::to_string).collect())
+            .map(|s| {
+                s.split(|c: char| c == ',' || c.is_whitespace())
+                    .map(str::to_string)
+                    .collect()
+            })
             .unwrap_or_default(),
     };
     let mut out: Vec<String> = Vec::new();
@@ -152,8 +192,19 @@ mod tests {
         assert_eq!(f.date.as_deref(), Some("2024-03-01"));
         assert_eq!(f.tags, vec!["ops", "db"]);
         assert_eq!(f.summary.as_deref(), Some("Nightly snapshots."));
-        let extras: Vec<_> = f.extras.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        assert_eq!(extras, vec![("priority", "2"), ("reviewed", "true"), ("team", "platform")]);
+        let extras: Vec<_> = f
+            .extras
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            extras,
+            vec![
+                ("priority", "2"),
+                ("reviewed", "true"),
+                ("team", "platform")
+            ]
+        );
     }
 
     #[test]
@@ -164,7 +215,13 @@ mod tests {
 
     #[test]
     fn summary_falls_back_to_description_then_desc_when_non_empty() {
-        assert_eq!(split("---\nsummary: ''\ndesc: Short one\n---\n").fields.summary.as_deref(), Some("Short one"));
+        assert_eq!(
+            split("---\nsummary: ''\ndesc: Short one\n---\n")
+                .fields
+                .summary
+                .as_deref(),
+            Some("Short one")
+        );
         assert_eq!(split("---\ndesc: ''\n---\n").fields.summary, None);
         let f = split("---\ndescription: Long\ndesc: short\n---\n").fields;
         assert_eq!(f.summary.as_deref(), Some("Long"));
@@ -177,7 +234,10 @@ mod tests {
         let split = split(text);
         let (line, reason) = split.problem.unwrap();
         assert!((3..=5).contains(&line), "line {line}");
-        assert!(reason.starts_with("front matter is not valid YAML"), "{reason}");
+        assert!(
+            reason.starts_with("front matter is not valid YAML"),
+            "{reason}"
+        );
         assert!(!reason.contains(" at line "), "{reason}");
         assert_eq!((split.body_start, split.body_line), (0, 1));
         assert_eq!(split.fields, Fields::default());
@@ -186,7 +246,10 @@ mod tests {
     #[test]
     fn missing_close_and_non_mapping_are_problems_on_the_opening_line() {
         let open = split("---\ntitle: x\nno end\n");
-        assert_eq!(open.problem, Some((1, "front matter has no closing `---` line".to_string())));
+        assert_eq!(
+            open.problem,
+            Some((1, "front matter has no closing `---` line".to_string()))
+        );
         let list = split("---\n- a\n- b\n---\nbody");
         assert_eq!(list.problem.map(|p| p.0), Some(1));
         assert_eq!(list.body_start, 0);
@@ -214,10 +277,22 @@ mod tests {
         let f = split("---\nid: lQONqUOX3bFd7L4TMekQ5\ntitle: How We Work\ndesc: ''\nupdated: 1636510062341\ncreated: 1630626288000\nnav_exclude: true\n---\n").fields;
         assert_eq!(f.title.as_deref(), Some("How We Work"));
         assert_eq!(f.summary, None);
-        assert_eq!(f.extras.get("updated").map(String::as_str), Some("1636510062341"));
-        assert_eq!(f.extras.get("created").map(String::as_str), Some("1630626288000"));
-        assert_eq!(f.extras.get("id").map(String::as_str), Some("lQONqUOX3bFd7L4TMekQ5"));
-        assert_eq!(f.extras.get("nav_exclude").map(String::as_str), Some("true"));
+        assert_eq!(
+            f.extras.get("updated").map(String::as_str),
+            Some("1636510062341")
+        );
+        assert_eq!(
+            f.extras.get("created").map(String::as_str),
+            Some("1630626288000")
+        );
+        assert_eq!(
+            f.extras.get("id").map(String::as_str),
+            Some("lQONqUOX3bFd7L4TMekQ5")
+        );
+        assert_eq!(
+            f.extras.get("nav_exclude").map(String::as_str),
+            Some("true")
+        );
         assert!(!f.extras.contains_key("desc"));
     }
 }

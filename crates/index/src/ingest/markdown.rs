@@ -5,7 +5,10 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum BlockKind {
     /// An ATX heading line; `title` is its text without the `#` marks.
-    Heading { level: u8, title: String },
+    Heading {
+        level: u8,
+        title: String,
+    },
     Paragraph,
     /// A fenced code block, fences included; blank lines inside do not split it.
     Code,
@@ -48,7 +51,13 @@ pub(super) fn blocks(text: &str) -> Vec<Block> {
         } else if let Some((level, title)) = heading(line) {
             // A heading interrupts a paragraph even without a blank line before it.
             flush(&mut out, text, &mut paragraph);
-            push(&mut out, text, start, end, BlockKind::Heading { level, title });
+            push(
+                &mut out,
+                text,
+                start,
+                end,
+                BlockKind::Heading { level, title },
+            );
         } else if let Some((marker, len)) = fence_open(line) {
             flush(&mut out, text, &mut paragraph);
             fence = Some(Fence { marker, len, start });
@@ -94,7 +103,10 @@ pub(super) fn lines(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
     text.split_inclusive('\n').map(move |line| {
         let start = offset;
         offset += line.len();
-        (start, start + line.strip_suffix('\n').map_or(line.len(), str::len))
+        (
+            start,
+            start + line.strip_suffix('\n').map_or(line.len(), str::len),
+        )
     })
 }
 
@@ -159,7 +171,8 @@ mod tests {
 
     #[test]
     fn headings_paragraphs_and_fences() {
-        let text = "intro line\nsecond line\n\n# Title\nbody\n```sh\n# not a heading\n\nls\n```\nafter\n";
+        let text =
+            "intro line\nsecond line\n\n# Title\nbody\n```sh\n# not a heading\n\nls\n```\nafter\n";
         assert_eq!(
             kinds(text),
             vec![
@@ -186,7 +199,10 @@ mod tests {
     #[test]
     fn unclosed_fence_runs_to_the_end_and_tilde_fences_need_tildes() {
         let text = "~~~\ncode\n```\n\nmore\n";
-        assert_eq!(kinds(text), vec![("~~~\ncode\n```\n\nmore".to_string(), "code")]);
+        assert_eq!(
+            kinds(text),
+            vec![("~~~\ncode\n```\n\nmore".to_string(), "code")]
+        );
         assert_eq!(fence_open("```x```"), None);
         assert_eq!(fence_open("  ````rust"), Some(('`', 4)));
     }
@@ -194,6 +210,9 @@ mod tests {
     #[test]
     fn crlf_lines_are_blank_when_only_a_carriage_return() {
         let text = "one\r\n\r\ntwo\r\n";
-        assert_eq!(kinds(text), vec![("one".to_string(), "p"), ("two".to_string(), "p")]);
+        assert_eq!(
+            kinds(text),
+            vec![("one".to_string(), "p"), ("two".to_string(), "p")]
+        );
     }
 }

@@ -34,20 +34,40 @@ pub enum InputKind {
 /// file is records. A single note file is refused: its id would depend on where it was
 /// taken from, so its folder is the input.
 pub fn detect(path: &Path) -> Result<InputKind, Problem> {
-    let refuse = |reason: String| Problem { place: path.display().to_string(), reason, source_id: None };
+    let refuse = |reason: String| Problem {
+        place: path.display().to_string(),
+        reason,
+        source_id: None,
+    };
     let meta = std::fs::metadata(path).map_err(|e| refuse(format!("cannot read input: {e}")))?;
     if meta.is_dir() {
-        return Ok(if path.join("corpus.jsonl").is_file() { InputKind::Beir } else { InputKind::Folder });
+        return Ok(if path.join("corpus.jsonl").is_file() {
+            InputKind::Beir
+        } else {
+            InputKind::Folder
+        });
     }
-    let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
     if name.ends_with(".jsonl") || name.ends_with(".ndjson") {
         return Ok(InputKind::Jsonl);
     }
     if walk::is_note_name(&name) {
-        let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        return Err(refuse(format!("a single note is not an input; pass its folder ({}) instead", folder.display())));
+        let folder = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        return Err(refuse(format!(
+            "a single note is not an input; pass its folder ({}) instead",
+            folder.display()
+        )));
     }
-    Err(refuse("not an input: expected a folder of notes, a .jsonl/.ndjson file or a BEIR folder".to_string()))
+    Err(refuse(
+        "not an input: expected a folder of notes, a .jsonl/.ndjson file or a BEIR folder"
+            .to_string(),
+    ))
 }
 
 /// Reads one input and streams every source (or problem) to `sink`, in a deterministic order
@@ -70,9 +90,17 @@ pub fn read_input(
                 }
             }
         }
-        InputKind::Jsonl => records::read_records(path, records::Layout::Records, origin, settings, sink)?,
+        InputKind::Jsonl => {
+            records::read_records(path, records::Layout::Records, origin, settings, sink)?
+        }
         InputKind::Beir => {
-            records::read_records(&path.join("corpus.jsonl"), records::Layout::Beir, origin, settings, sink)?;
+            records::read_records(
+                &path.join("corpus.jsonl"),
+                records::Layout::Beir,
+                origin,
+                settings,
+                sink,
+            )?;
         }
     }
     Ok(kind)
@@ -87,10 +115,15 @@ mod tests {
     fn collect(path: &Path) -> (InputKind, Vec<SourceDoc>, Vec<Problem>) {
         let mut sources = Vec::new();
         let mut problems = Vec::new();
-        let kind = read_input(path, "origin", &IndexSettings::default(), &mut |item| match item {
-            Ok(s) => sources.push(s),
-            Err(p) => problems.push(p),
-        })
+        let kind = read_input(
+            path,
+            "origin",
+            &IndexSettings::default(),
+            &mut |item| match item {
+                Ok(s) => sources.push(s),
+                Err(p) => problems.push(p),
+            },
+        )
         .unwrap();
         (kind, sources, problems)
     }
@@ -117,8 +150,14 @@ mod tests {
         let single = detect(&root.join("notes/a.md")).unwrap_err();
         assert!(single.reason.contains("pass its folder"), "{single}");
         assert!(single.reason.contains("notes"), "{single}");
-        assert!(detect(&root.join("data.csv")).unwrap_err().reason.starts_with("not an input"));
-        assert!(detect(&root.join("missing")).unwrap_err().reason.starts_with("cannot read input"));
+        assert!(detect(&root.join("data.csv"))
+            .unwrap_err()
+            .reason
+            .starts_with("not an input"));
+        assert!(detect(&root.join("missing"))
+            .unwrap_err()
+            .reason
+            .starts_with("cannot read input"));
     }
 
     #[test]
@@ -140,7 +179,14 @@ mod tests {
         .unwrap();
         assert_eq!(
             order,
-            vec!["problem a.md:3", "ok a.md", "ok b.md", "problem sub/bad.md:1", "ok sub/c.txt", "ok sub/empty.md"]
+            vec![
+                "problem a.md:3",
+                "ok a.md",
+                "ok b.md",
+                "problem sub/bad.md:1",
+                "ok sub/c.txt",
+                "ok sub/empty.md"
+            ]
         );
         let (kind, sources, _) = collect(root);
         assert_eq!(kind, InputKind::Folder);
@@ -172,24 +218,44 @@ mod tests {
     fn jsonl_and_beir_inputs() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        write(root, "recs.jsonl", b"{\"id\": \"r1\", \"text\": \"one\"}\nnot json\n{\"id\": \"r2\", \"text\": \"two\"}\n");
+        write(
+            root,
+            "recs.jsonl",
+            b"{\"id\": \"r1\", \"text\": \"one\"}\nnot json\n{\"id\": \"r2\", \"text\": \"two\"}\n",
+        );
         let (kind, sources, problems) = collect(&root.join("recs.jsonl"));
         assert_eq!(kind, InputKind::Jsonl);
-        assert_eq!(sources.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), vec!["r1", "r2"]);
+        assert_eq!(
+            sources.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+            vec!["r1", "r2"]
+        );
         assert_eq!(problems[0].place, "recs.jsonl:2");
 
-        write(root, "beir/corpus.jsonl", b"{\"_id\": \"d1\", \"title\": \"T\", \"text\": \"Doc text.\", \"metadata\": {}}\n");
-        write(root, "beir/queries.jsonl", b"{\"_id\": \"q1\", \"text\": \"query\"}\n");
+        write(
+            root,
+            "beir/corpus.jsonl",
+            b"{\"_id\": \"d1\", \"title\": \"T\", \"text\": \"Doc text.\", \"metadata\": {}}\n",
+        );
+        write(
+            root,
+            "beir/queries.jsonl",
+            b"{\"_id\": \"q1\", \"text\": \"query\"}\n",
+        );
         let (kind, sources, problems) = collect(&root.join("beir"));
         assert_eq!(kind, InputKind::Beir);
         assert!(problems.is_empty());
         assert_eq!(sources.len(), 1);
-        assert_eq!((sources[0].id.as_str(), sources[0].envelope.title.as_str()), ("d1", "T"));
+        assert_eq!(
+            (sources[0].id.as_str(), sources[0].envelope.title.as_str()),
+            ("d1", "T")
+        );
         assert_eq!(sources[0].fragments[0].text, "Doc text.");
     }
 
     fn shared_data(rel: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data").join(rel)
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/data")
+            .join(rel)
     }
 
     #[test]
@@ -204,21 +270,36 @@ mod tests {
             eprintln!("problem: {p}");
         }
         assert!(sources.len() > 1000, "{} sources", sources.len());
-        assert!(!problems.iter().any(|p| p.reason.contains("UTF-8")), "non-UTF-8 problems");
+        assert!(
+            !problems.iter().any(|p| p.reason.contains("UTF-8")),
+            "non-UTF-8 problems"
+        );
         let mut fragments = 0;
         for source in &sources {
             let bytes = fs::read(root.join(&source.id)).unwrap();
             assert_eq!(source.hash, blake3::hash(&bytes).to_hex().to_string());
             for f in &source.fragments {
                 let e = f.extent;
-                assert_eq!(&bytes[e.byte_start as usize..e.byte_end as usize], f.text.as_bytes(), "{}", source.id);
-                let lines_before = bytes[..e.byte_start as usize].iter().filter(|&&b| b == b'\n').count();
+                assert_eq!(
+                    &bytes[e.byte_start as usize..e.byte_end as usize],
+                    f.text.as_bytes(),
+                    "{}",
+                    source.id
+                );
+                let lines_before = bytes[..e.byte_start as usize]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count();
                 assert_eq!(e.line_start as usize, 1 + lines_before, "{}", source.id);
                 assert!(f.text.chars().count() <= IndexSettings::default().fragment_max_chars);
                 fragments += 1;
             }
         }
-        eprintln!("{} sources, {fragments} fragments, {} problems", sources.len(), problems.len());
+        eprintln!(
+            "{} sources, {fragments} fragments, {} problems",
+            sources.len(),
+            problems.len()
+        );
     }
 
     #[test]
@@ -230,9 +311,21 @@ mod tests {
         }
         let (_, sources, problems) = collect(&root);
         assert!(problems.is_empty(), "{problems:?}");
-        assert!((10..=14).contains(&sources.len()), "{} notes", sources.len());
-        assert!(sources.iter().any(|s| s.id.contains('/')), "a note in a subfolder");
-        assert!(sources.iter().any(|s| s.id.ends_with(".txt")), "a plain-text note");
-        assert!(sources.iter().all(|s| !s.envelope.title.is_empty() && !s.summary.is_empty()));
+        assert!(
+            (10..=14).contains(&sources.len()),
+            "{} notes",
+            sources.len()
+        );
+        assert!(
+            sources.iter().any(|s| s.id.contains('/')),
+            "a note in a subfolder"
+        );
+        assert!(
+            sources.iter().any(|s| s.id.ends_with(".txt")),
+            "a plain-text note"
+        );
+        assert!(sources
+            .iter()
+            .all(|s| !s.envelope.title.is_empty() && !s.summary.is_empty()));
     }
 }

@@ -22,8 +22,14 @@ pub(super) fn read_note(
     sink: &mut dyn FnMut(Result<SourceDoc, Problem>),
 ) {
     match std::fs::read(path) {
-        Ok(bytes) => note_from_bytes(id, &bytes, origin, settings).into_iter().for_each(sink),
-        Err(e) => sink(Err(problem(id.to_string(), format!("cannot read file: {e}"), id))),
+        Ok(bytes) => note_from_bytes(id, &bytes, origin, settings)
+            .into_iter()
+            .for_each(sink),
+        Err(e) => sink(Err(problem(
+            id.to_string(),
+            format!("cannot read file: {e}"),
+            id,
+        ))),
     }
 }
 
@@ -40,7 +46,11 @@ pub(super) fn note_from_bytes(
         Err(e) => {
             let at = e.valid_up_to();
             let line = 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
-            return vec![Err(problem(format!("{id}:{line}"), format!("not valid UTF-8 (byte offset {at})"), id))];
+            return vec![Err(problem(
+                format!("{id}:{line}"),
+                format!("not valid UTF-8 (byte offset {at})"),
+                id,
+            ))];
         }
     };
     let skip = if text.starts_with(BOM) { BOM.len() } else { 0 };
@@ -52,27 +62,49 @@ pub(super) fn note_from_bytes(
     let body_start = skip + split.body_start;
     let body = &text[body_start..];
     let fields = split.fields;
-    let title = fields.title.or_else(|| first_title(body)).unwrap_or_else(|| stem(id));
-    let summary = fields.summary.unwrap_or_else(|| derive_summary(body, settings.summary_max_chars));
+    let title = fields
+        .title
+        .or_else(|| first_title(body))
+        .unwrap_or_else(|| stem(id));
+    let summary = fields
+        .summary
+        .unwrap_or_else(|| derive_summary(body, settings.summary_max_chars));
     out.push(Ok(SourceDoc {
         id: id.to_string(),
         origin: origin.to_string(),
-        envelope: Envelope { title, path: id.to_string(), date: fields.date, tags: fields.tags, extras: fields.extras },
+        envelope: Envelope {
+            title,
+            path: id.to_string(),
+            date: fields.date,
+            tags: fields.tags,
+            extras: fields.extras,
+        },
         summary,
         hash: blake3::hash(bytes).to_hex().to_string(),
-        fragments: fragment(body, body_start as u64, split.body_line, settings.fragment_max_chars),
+        fragments: fragment(
+            body,
+            body_start as u64,
+            split.body_line,
+            settings.fragment_max_chars,
+        ),
     }));
     out
 }
 
 fn problem(place: String, reason: String, id: &str) -> Problem {
-    Problem { place, reason, source_id: Some(id.to_string()) }
+    Problem {
+        place,
+        reason,
+        source_id: Some(id.to_string()),
+    }
 }
 
 /// The text of the first level-one heading (outside code blocks), markup stripped.
 fn first_title(body: &str) -> Option<String> {
     blocks(body).into_iter().find_map(|b| match b.kind {
-        BlockKind::Heading { level: 1, title } => Some(strip_inline(&title)).filter(|t| !t.is_empty()),
+        BlockKind::Heading { level: 1, title } => {
+            Some(strip_inline(&title)).filter(|t| !t.is_empty())
+        }
         _ => None,
     })
 }
@@ -80,7 +112,9 @@ fn first_title(body: &str) -> Option<String> {
 /// The file name without its last extension: `a.b.c.md` → `a.b.c`.
 fn stem(id: &str) -> String {
     let name = id.rsplit('/').next().unwrap_or(id);
-    name.rsplit_once('.').map_or(name, |(stem, _)| stem).to_string()
+    name.rsplit_once('.')
+        .map_or(name, |(stem, _)| stem)
+        .to_string()
 }
 
 #[cfg(test)]
@@ -107,9 +141,15 @@ mod tests {
     fn assert_extents(bytes: &[u8], source: &SourceDoc) {
         for f in &source.fragments {
             let e = f.extent;
-            assert_eq!(&bytes[e.byte_start as usize..e.byte_end as usize], f.text.as_bytes());
+            assert_eq!(
+                &bytes[e.byte_start as usize..e.byte_end as usize],
+                f.text.as_bytes()
+            );
             let before = &bytes[..e.byte_start as usize];
-            assert_eq!(e.line_start as usize, 1 + before.iter().filter(|&&b| b == b'\n').count());
+            assert_eq!(
+                e.line_start as usize,
+                1 + before.iter().filter(|&&b| b == b'\n').count()
+            );
         }
     }
 
@@ -125,20 +165,38 @@ mod tests {
         assert_eq!(s.envelope.path, "ops/restore.md");
         assert_eq!(s.envelope.date.as_deref(), Some("2024-05-02"));
         assert_eq!(s.envelope.tags, vec!["ops", "db"]);
-        assert_eq!(s.envelope.extras.get("team").map(String::as_str), Some("platform"));
-        assert_eq!(s.envelope.extras.get("reviewed").map(String::as_str), Some("true"));
-        assert_eq!(s.envelope.extras.get("priority").map(String::as_str), Some("3"));
+        assert_eq!(
+            s.envelope.extras.get("team").map(String::as_str),
+            Some("platform")
+        );
+        assert_eq!(
+            s.envelope.extras.get("reviewed").map(String::as_str),
+            Some("true")
+        );
+        assert_eq!(
+            s.envelope.extras.get("priority").map(String::as_str),
+            Some("3")
+        );
         assert_eq!(s.summary, "How to restore.");
         assert_eq!(s.hash, blake3::hash(file).to_hex().to_string());
         assert_eq!(s.fragments.len(), 1);
         assert_eq!(s.fragments[0].text, "# Ignored heading\n\nSteps here.");
-        assert_eq!((s.fragments[0].extent.line_start, s.fragments[0].extent.line_end), (10, 12));
+        assert_eq!(
+            (
+                s.fragments[0].extent.line_start,
+                s.fragments[0].extent.line_end
+            ),
+            (10, 12)
+        );
         assert_extents(file, &s);
     }
 
     #[test]
     fn title_from_first_heading_then_stem_and_summary_derived() {
-        let (_, s) = one("a/b.md", b"Lead text.\n\n```\n# not this\n```\n# Real Title\n");
+        let (_, s) = one(
+            "a/b.md",
+            b"Lead text.\n\n```\n# not this\n```\n# Real Title\n",
+        );
         let s = s.unwrap();
         assert_eq!(s.envelope.title, "Real Title");
         assert_eq!(s.summary, "Lead text.");
@@ -212,11 +270,23 @@ mod tests {
         assert!(problems.is_empty());
         let s = s.unwrap();
         assert_eq!(s.envelope.title, "How We Work");
-        assert_eq!(s.envelope.extras.get("updated").map(String::as_str), Some("1636510062341"));
-        assert_eq!(s.envelope.extras.get("created").map(String::as_str), Some("1630626288000"));
-        assert_eq!(s.envelope.extras.get("id").map(String::as_str), Some("abc123"));
+        assert_eq!(
+            s.envelope.extras.get("updated").map(String::as_str),
+            Some("1636510062341")
+        );
+        assert_eq!(
+            s.envelope.extras.get("created").map(String::as_str),
+            Some("1630626288000")
+        );
+        assert_eq!(
+            s.envelope.extras.get("id").map(String::as_str),
+            Some("abc123")
+        );
         assert_eq!(s.summary, "See the handbook first");
-        assert_eq!(s.fragments[0].text, "- See [[the handbook|dendron.handbook]] first");
+        assert_eq!(
+            s.fragments[0].text,
+            "- See [[the handbook|dendron.handbook]] first"
+        );
         assert_extents(file, &s);
     }
 

@@ -43,8 +43,18 @@ pub(super) fn read_records(
         reason: format!("cannot read file: {e}"),
         source_id: None,
     })?;
-    let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-    read_lines(std::io::BufReader::new(file), &name, layout, origin, settings, sink);
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    read_lines(
+        std::io::BufReader::new(file),
+        &name,
+        layout,
+        origin,
+        settings,
+        sink,
+    );
     Ok(())
 }
 
@@ -68,7 +78,11 @@ pub(super) fn read_lines(
             Ok(n) => n,
             Err(e) => {
                 let place = format!("{name}:{}", line_no + 1);
-                sink(Err(Problem { place, reason: format!("cannot read file: {e}"), source_id: None }));
+                sink(Err(Problem {
+                    place,
+                    reason: format!("cannot read file: {e}"),
+                    source_id: None,
+                }));
                 return;
             }
         };
@@ -84,13 +98,21 @@ pub(super) fn read_lines(
         let record = match parse_line(line, line_start, layout) {
             Ok(record) => record,
             Err(Invalid { reason, id }) => {
-                sink(Err(Problem { place, reason, source_id: id }));
+                sink(Err(Problem {
+                    place,
+                    reason,
+                    source_id: id,
+                }));
                 continue;
             }
         };
         if let Some(first) = first_seen.get(&record.id) {
             let reason = format!("duplicate id {} (first at line {first})", record.id);
-            sink(Err(Problem { place, reason, source_id: Some(record.id) }));
+            sink(Err(Problem {
+                place,
+                reason,
+                source_id: Some(record.id),
+            }));
             continue;
         }
         first_seen.insert(record.id.clone(), line_no);
@@ -113,7 +135,9 @@ struct Record {
 
 impl Record {
     fn into_source(self, origin: &str, hash: String, settings: &IndexSettings) -> SourceDoc {
-        let summary = self.summary.unwrap_or_else(|| derive_summary(&self.text, settings.summary_max_chars));
+        let summary = self
+            .summary
+            .unwrap_or_else(|| derive_summary(&self.text, settings.summary_max_chars));
         SourceDoc {
             origin: origin.to_string(),
             envelope: Envelope {
@@ -140,16 +164,27 @@ struct Invalid {
 
 impl Invalid {
     fn new(reason: impl Into<String>) -> Invalid {
-        Invalid { reason: reason.into(), id: None }
+        Invalid {
+            reason: reason.into(),
+            id: None,
+        }
     }
 }
 
 fn parse_line(line: &[u8], line_start: usize, layout: Layout) -> Result<Record, Invalid> {
-    let text = std::str::from_utf8(line)
-        .map_err(|e| Invalid::new(format!("not valid UTF-8 (byte offset {})", line_start + e.valid_up_to())))?;
+    let text = std::str::from_utf8(line).map_err(|e| {
+        Invalid::new(format!(
+            "not valid UTF-8 (byte offset {})",
+            line_start + e.valid_up_to()
+        ))
+    })?;
     let value: Value = serde_json::from_str(text).map_err(|e| {
         let message = e.to_string();
-        let message = message.split(" at line ").next().unwrap_or(&message).to_string();
+        let message = message
+            .split(" at line ")
+            .next()
+            .unwrap_or(&message)
+            .to_string();
         Invalid::new(format!("not valid JSON: {message} (column {})", e.column()))
     })?;
     let Value::Object(object) = value else {
@@ -160,17 +195,30 @@ fn parse_line(line: &[u8], line_start: usize, layout: Layout) -> Result<Record, 
         Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
         Some(Value::Number(n)) => n.to_string(),
         Some(Value::String(_)) => return Err(Invalid::new(format!("`{id_key}` is empty"))),
-        None | Some(Value::Null) => return Err(Invalid::new(format!("missing `{id_key}` (a string or number)"))),
-        Some(_) => return Err(Invalid::new(format!("`{id_key}` must be a string or number"))),
+        None | Some(Value::Null) => {
+            return Err(Invalid::new(format!(
+                "missing `{id_key}` (a string or number)"
+            )))
+        }
+        Some(_) => {
+            return Err(Invalid::new(format!(
+                "`{id_key}` must be a string or number"
+            )))
+        }
     };
-    fields(&object, id.clone(), layout).map_err(|reason| Invalid { reason, id: Some(id) })
+    fields(&object, id.clone(), layout).map_err(|reason| Invalid {
+        reason,
+        id: Some(id),
+    })
 }
 
 /// The fields after the id; an error says which field was wrong and what it should be.
 fn fields(object: &Map<String, Value>, id: String, layout: Layout) -> Result<Record, String> {
     let text = match object.get("text") {
         Some(Value::String(s)) => s.clone(),
-        None | Some(Value::Null) => return Err("missing `text` (a string, may be empty)".to_string()),
+        None | Some(Value::Null) => {
+            return Err("missing `text` (a string, may be empty)".to_string())
+        }
         Some(_) => return Err("`text` must be a string".to_string()),
     };
     let title = optional_string(object, "title")?.unwrap_or_default();
@@ -192,11 +240,22 @@ fn fields(object: &Map<String, Value>, id: String, layout: Layout) -> Result<Rec
         Layout::Records => extras(object.get("extras"))?,
         // BEIR metadata is free-form: keep its scalars, pass over the rest.
         Layout::Beir => match object.get("metadata") {
-            Some(Value::Object(map)) => map.iter().filter_map(|(k, v)| Some((k.clone(), scalar(v)?))).collect(),
+            Some(Value::Object(map)) => map
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), scalar(v)?)))
+                .collect(),
             _ => BTreeMap::new(),
         },
     };
-    Ok(Record { id, title, text, date, tags, summary, extras })
+    Ok(Record {
+        id,
+        title,
+        text,
+        date,
+        tags,
+        summary,
+        extras,
+    })
 }
 
 fn optional_string(object: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
@@ -212,7 +271,9 @@ fn extras(value: Option<&Value>) -> Result<BTreeMap<String, String>, String> {
     let map = match value {
         None | Some(Value::Null) => return Ok(BTreeMap::new()),
         Some(Value::Object(map)) => map,
-        Some(_) => return Err("`extras` must be an object of strings, numbers or booleans".to_string()),
+        Some(_) => {
+            return Err("`extras` must be an object of strings, numbers or booleans".to_string())
+        }
     };
     let mut out = BTreeMap::new();
     for (key, value) in map {
@@ -245,10 +306,17 @@ mod tests {
         let mut sources = Vec::new();
         let mut problems = Vec::new();
         let settings = IndexSettings::default();
-        read_lines(text.as_bytes(), "in.jsonl", layout, "o", &settings, &mut |item| match item {
-            Ok(s) => sources.push(s),
-            Err(p) => problems.push(p),
-        });
+        read_lines(
+            text.as_bytes(),
+            "in.jsonl",
+            layout,
+            "o",
+            &settings,
+            &mut |item| match item {
+                Ok(s) => sources.push(s),
+                Err(p) => problems.push(p),
+            },
+        );
         (sources, problems)
     }
 
@@ -263,8 +331,16 @@ mod tests {
         assert_eq!(s.envelope.title, "Token expiry");
         assert_eq!(s.envelope.date.as_deref(), Some("2024-01-02"));
         assert_eq!(s.envelope.tags, vec!["auth"]);
-        let extras: Vec<_> = s.envelope.extras.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        assert_eq!(extras, vec![("public", "false"), ("sev", "2"), ("team", "platform")]);
+        let extras: Vec<_> = s
+            .envelope
+            .extras
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            extras,
+            vec![("public", "false"), ("sev", "2"), ("team", "platform")]
+        );
         assert_eq!(s.summary, "AUTH-041 means the refresh token expired.");
         assert_eq!(s.hash, blake3::hash(line.as_bytes()).to_hex().to_string());
         assert_eq!(s.fragments.len(), 1);
@@ -281,23 +357,63 @@ mod tests {
         assert_eq!(sources[1].summary, "Given.");
         assert_eq!(problems.len(), 1);
         assert_eq!(problems[0].place, "in.jsonl:2");
-        assert!(problems[0].reason.starts_with("not valid JSON"), "{}", problems[0].reason);
+        assert!(
+            problems[0].reason.starts_with("not valid JSON"),
+            "{}",
+            problems[0].reason
+        );
         assert_eq!(problems[0].source_id, None);
     }
 
     #[test]
     fn missing_and_mistyped_fields_are_named() {
         let cases = [
-            (r#"{"text": "x"}"#, "missing `id` (a string or number)", None),
+            (
+                r#"{"text": "x"}"#,
+                "missing `id` (a string or number)",
+                None,
+            ),
             (r#"{"id": "", "text": "x"}"#, "`id` is empty", None),
-            (r#"{"id": [1], "text": "x"}"#, "`id` must be a string or number", None),
-            (r#"{"id": "k"}"#, "missing `text` (a string, may be empty)", Some("k")),
-            (r#"{"id": "k", "text": 3}"#, "`text` must be a string", Some("k")),
-            (r#"{"id": "k", "text": "", "tags": "a"}"#, "`tags` must be an array of strings", Some("k")),
-            (r#"{"id": "k", "text": "", "tags": ["a", 1]}"#, "`tags` must be an array of strings", Some("k")),
-            (r#"{"id": "k", "text": "", "title": 1}"#, "`title` must be a string", Some("k")),
-            (r#"{"id": "k", "text": "", "extras": {"a": [1]}}"#, "`extras.a` must be a string, number or boolean", Some("k")),
-            (r#"["id", "text"]"#, "expected a JSON object with `id` and `text`", None),
+            (
+                r#"{"id": [1], "text": "x"}"#,
+                "`id` must be a string or number",
+                None,
+            ),
+            (
+                r#"{"id": "k"}"#,
+                "missing `text` (a string, may be empty)",
+                Some("k"),
+            ),
+            (
+                r#"{"id": "k", "text": 3}"#,
+                "`text` must be a string",
+                Some("k"),
+            ),
+            (
+                r#"{"id": "k", "text": "", "tags": "a"}"#,
+                "`tags` must be an array of strings",
+                Some("k"),
+            ),
+            (
+                r#"{"id": "k", "text": "", "tags": ["a", 1]}"#,
+                "`tags` must be an array of strings",
+                Some("k"),
+            ),
+            (
+                r#"{"id": "k", "text": "", "title": 1}"#,
+                "`title` must be a string",
+                Some("k"),
+            ),
+            (
+                r#"{"id": "k", "text": "", "extras": {"a": [1]}}"#,
+                "`extras.a` must be a string, number or boolean",
+                Some("k"),
+            ),
+            (
+                r#"["id", "text"]"#,
+                "expected a JSON object with `id` and `text`",
+                None,
+            ),
         ];
         for (line, reason, id) in cases {
             let (sources, problems) = read(line, Layout::Records);
@@ -332,11 +448,18 @@ mod tests {
         let mut bytes = b"{\"id\": \"a\", \"text\": \"ok\"}\n".to_vec();
         bytes.extend_from_slice(b"{\"id\": \"b\", \"text\": \"\xff\"}\n");
         let mut problems = Vec::new();
-        read_lines(&bytes[..], "r.jsonl", Layout::Records, "o", &IndexSettings::default(), &mut |item| {
-            if let Err(p) = item {
-                problems.push(p);
-            }
-        });
+        read_lines(
+            &bytes[..],
+            "r.jsonl",
+            Layout::Records,
+            "o",
+            &IndexSettings::default(),
+            &mut |item| {
+                if let Err(p) = item {
+                    problems.push(p);
+                }
+            },
+        );
         assert_eq!(problems[0].place, "r.jsonl:2");
         assert_eq!(problems[0].reason, "not valid UTF-8 (byte offset 47)");
     }
@@ -349,9 +472,15 @@ mod tests {
         let s = &sources[0];
         assert_eq!(s.id, "4983");
         assert_eq!(s.envelope.title, "White matter");
-        assert_eq!(s.envelope.extras.get("year").map(String::as_str), Some("2002"));
+        assert_eq!(
+            s.envelope.extras.get("year").map(String::as_str),
+            Some("2002")
+        );
         assert!(!s.envelope.extras.contains_key("authors"));
-        assert_eq!(s.fragments[0].text, "Alterations of the architecture. More text.");
+        assert_eq!(
+            s.fragments[0].text,
+            "Alterations of the architecture. More text."
+        );
         assert_eq!(s.summary, "Alterations of the architecture. More text.");
         let (_, problems) = read(r#"{"id": "x", "text": "t"}"#, Layout::Beir);
         assert_eq!(problems[0].reason, "missing `_id` (a string or number)");

@@ -89,7 +89,10 @@ fn line_content(line: &str) -> &str {
 /// `---`, `***`, `___` rules and `|---|:--|` table separators.
 fn is_rule(t: &str) -> bool {
     let marks: Vec<char> = t.chars().filter(|c| !c.is_whitespace()).collect();
-    let thematic = marks.len() >= 3 && ['-', '*', '_'].iter().any(|&m| marks.iter().all(|&c| c == m));
+    let thematic = marks.len() >= 3
+        && ['-', '*', '_']
+            .iter()
+            .any(|&m| marks.iter().all(|&c| c == m));
     let table = marks.contains(&'-') && marks.iter().all(|c| matches!(c, '|' | '-' | ':'));
     thematic || table
 }
@@ -129,7 +132,10 @@ pub(super) fn strip_inline(text: &str) -> String {
             '`' | '*' => true,
             '~' => next == Some('~') || prev == Some('~'),
             // `snake_case` keeps its underscore; `_emphasis_` loses it.
-            '_' => !(prev.is_some_and(char::is_alphanumeric) && next.is_some_and(char::is_alphanumeric)),
+            '_' => {
+                !(prev.is_some_and(char::is_alphanumeric)
+                    && next.is_some_and(char::is_alphanumeric))
+            }
             _ => false,
         };
         if !dropped {
@@ -142,7 +148,13 @@ pub(super) fn strip_inline(text: &str) -> String {
 
 /// `[label](url)` or `![alt](url)` at the start of `text`: the label and the syntax length.
 fn markdown_link(text: &str) -> Option<(&str, usize)> {
-    let open = if text.starts_with("![") { 2 } else if text.starts_with('[') { 1 } else { return None };
+    let open = if text.starts_with("![") {
+        2
+    } else if text.starts_with('[') {
+        1
+    } else {
+        return None;
+    };
     let close = text[open..].find(']')? + open;
     let target = text[close + 1..].strip_prefix('(')?;
     let end = target.find(')')?;
@@ -173,13 +185,19 @@ mod tests {
     #[test]
     fn markup_is_stripped_and_whitespace_collapsed() {
         let body = "# Deploy\n\n- Run **the** `make ship` target.\n- See [[the runbook|ops.runbook]] and [docs](https://x.y/z).\n";
-        assert_eq!(derive_summary(body, 280), "Run the make ship target. See the runbook and docs.");
+        assert_eq!(
+            derive_summary(body, 280),
+            "Run the make ship target. See the runbook and docs."
+        );
     }
 
     #[test]
     fn code_blocks_embeds_and_rules_are_skipped() {
         let body = "![[asset.images]]\n\n---\n\n```sh\nrm -rf /\n```\n> Quoted _words_ keep snake_case.\n1. first\n| a | b |\n|---|:-:|\n";
-        assert_eq!(derive_summary(body, 280), "Quoted words keep snake_case. first | a | b |");
+        assert_eq!(
+            derive_summary(body, 280),
+            "Quoted words keep snake_case. first | a | b |"
+        );
     }
 
     #[test]
@@ -199,7 +217,10 @@ mod tests {
     #[test]
     fn never_longer_than_the_budget() {
         for max in 1..50 {
-            let s = derive_summary("ααααααααααααααααααααααααααααααααααααααααααααααααααααα β", max);
+            let s = derive_summary(
+                "ααααααααααααααααααααααααααααααααααααααααααααααααααααα β",
+                max,
+            );
             assert!(s.chars().count() <= max, "{max}: {s}");
         }
         assert_eq!(derive_summary("anything", 0), "");
@@ -208,14 +229,26 @@ mod tests {
 
     #[test]
     fn headings_only_bodies_are_summarised_by_their_headings() {
-        assert_eq!(derive_summary("# Index\n\n## Part one\n### Part *two*\n", 280), "Index Part one Part two");
-        assert_eq!(derive_summary("## Heading\n\n- lead item\n", 280), "lead item");
+        assert_eq!(
+            derive_summary("# Index\n\n## Part one\n### Part *two*\n", 280),
+            "Index Part one Part two"
+        );
+        assert_eq!(
+            derive_summary("## Heading\n\n- lead item\n", 280),
+            "lead item"
+        );
     }
 
     #[test]
     fn images_are_dropped_and_links_keep_labels() {
-        assert_eq!(strip_inline("![Welcome screen](a.png) shown [here](b.md)"), "shown here");
+        assert_eq!(
+            strip_inline("![Welcome screen](a.png) shown [here](b.md)"),
+            "shown here"
+        );
         assert_eq!(strip_inline("~~old~~ new [[target]]"), "old new target");
-        assert_eq!(strip_inline("unclosed [[link and [bracket"), "unclosed [[link and [bracket");
+        assert_eq!(
+            strip_inline("unclosed [[link and [bracket"),
+            "unclosed [[link and [bracket"
+        );
     }
 }

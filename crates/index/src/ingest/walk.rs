@@ -18,7 +18,9 @@ pub(super) struct NoteFile {
 /// Whether a file name is a note: `.md`, `.markdown` or `.txt`, in any case.
 pub(super) fn is_note_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
-    [".md", ".markdown", ".txt"].iter().any(|ext| lower.ends_with(ext))
+    [".md", ".markdown", ".txt"]
+        .iter()
+        .any(|ext| lower.ends_with(ext))
 }
 
 /// The note files under `root` and the problems met on the way, in relative-path order.
@@ -32,9 +34,22 @@ pub(super) fn note_files(root: &Path) -> Vec<Result<NoteFile, Problem>> {
         let entry = match entry {
             Ok(entry) => entry,
             Err(e) => {
-                let place = e.path().map_or_else(|| root.display().to_string(), |p| relative(root, p));
-                let reason = format!("cannot read: {}", e.io_error().map_or_else(|| e.to_string(), ToString::to_string));
-                found.push((place.clone(), Err(Problem { place, reason, source_id: None })));
+                let place = e
+                    .path()
+                    .map_or_else(|| root.display().to_string(), |p| relative(root, p));
+                let reason = format!(
+                    "cannot read: {}",
+                    e.io_error()
+                        .map_or_else(|| e.to_string(), ToString::to_string)
+                );
+                found.push((
+                    place.clone(),
+                    Err(Problem {
+                        place,
+                        reason,
+                        source_id: None,
+                    }),
+                ));
                 continue;
             }
         };
@@ -47,7 +62,13 @@ pub(super) fn note_files(root: &Path) -> Vec<Result<NoteFile, Problem>> {
             // Only links that would have been read are worth a word: folders and note names.
             let to_dir = std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir());
             if to_dir || is_note_name(&name) {
-                let problem = Problem { place: id.clone(), reason: "symlink not followed".to_string(), source_id: None };
+                let problem = Problem {
+                    place: id.clone(),
+                    reason: "symlink not followed".to_string(),
+                    // An id (never indexed) rather than None: a skipped link must not hold
+                    // back removals for the whole folder.
+                    source_id: Some(id.clone()),
+                };
                 found.push((id, Err(problem)));
             }
             continue;
@@ -55,12 +76,31 @@ pub(super) fn note_files(root: &Path) -> Vec<Result<NoteFile, Problem>> {
         if !entry.file_type().is_file() || !is_note_name(&name) {
             continue;
         }
-        if entry.path().strip_prefix(root).ok().and_then(Path::to_str).is_none() {
+        if entry
+            .path()
+            .strip_prefix(root)
+            .ok()
+            .and_then(Path::to_str)
+            .is_none()
+        {
             let reason = "file name is not valid UTF-8; rename it to index it".to_string();
-            found.push((id.clone(), Err(Problem { place: id, reason, source_id: None })));
+            found.push((
+                id.clone(),
+                Err(Problem {
+                    place: id,
+                    reason,
+                    source_id: None,
+                }),
+            ));
             continue;
         }
-        found.push((id.clone(), Ok(NoteFile { id, path: entry.into_path() })));
+        found.push((
+            id.clone(),
+            Ok(NoteFile {
+                id,
+                path: entry.into_path(),
+            }),
+        ));
     }
     found.sort_by(|a, b| a.0.cmp(&b.0));
     found.into_iter().map(|(_, item)| item).collect()
@@ -69,7 +109,10 @@ pub(super) fn note_files(root: &Path) -> Vec<Result<NoteFile, Problem>> {
 /// `path` relative to `root`, with `/` between components.
 fn relative(root: &Path, path: &Path) -> String {
     let rel = path.strip_prefix(root).unwrap_or(path);
-    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 #[cfg(test)]
@@ -78,21 +121,38 @@ mod tests {
     use std::fs;
 
     fn ids(root: &Path) -> Vec<Result<String, String>> {
-        note_files(root).into_iter().map(|r| r.map(|f| f.id).map_err(|p| p.to_string())).collect()
+        note_files(root)
+            .into_iter()
+            .map(|r| r.map(|f| f.id).map_err(|p| p.to_string()))
+            .collect()
     }
 
     #[test]
     fn walks_sorted_skipping_hidden_and_other_files() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        for name in ["b.md", "a.TXT", "sub/c.markdown", "sub/deeper/d.md", "image.png", ".hidden.md", ".git/x.md", "sub/.obsidian/y.md"] {
+        for name in [
+            "b.md",
+            "a.TXT",
+            "sub/c.markdown",
+            "sub/deeper/d.md",
+            "image.png",
+            ".hidden.md",
+            ".git/x.md",
+            "sub/.obsidian/y.md",
+        ] {
             let path = root.join(name);
             fs::create_dir_all(path.parent().unwrap()).unwrap();
             fs::write(path, "x").unwrap();
         }
         assert_eq!(
             ids(root),
-            vec![Ok("a.TXT".into()), Ok("b.md".into()), Ok("sub/c.markdown".into()), Ok("sub/deeper/d.md".into())]
+            vec![
+                Ok("a.TXT".into()),
+                Ok("b.md".into()),
+                Ok("sub/c.markdown".into()),
+                Ok("sub/deeper/d.md".into())
+            ]
         );
     }
 

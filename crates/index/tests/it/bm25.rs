@@ -14,13 +14,17 @@ use tantivy::schema::IndexRecordOption;
 use crate::support::{record, Fixture};
 
 const VOCAB: &[&str] = &[
-    "token", "expired", "client", "session", "restore", "backup", "database", "deploy",
-    "rollback", "cache", "latency", "error", "retry", "queue", "index", "search",
+    "token", "expired", "client", "session", "restore", "backup", "database", "deploy", "rollback",
+    "cache", "latency", "error", "retry", "queue", "index", "search",
 ];
 
 /// The length tantivy stores for a field of `len` tokens (one byte, lossy above ~40).
 fn quantized(len: u32) -> f32 {
-    (0..=255u8).map(FieldNormReader::id_to_fieldnorm).filter(|&n| n <= len).max().unwrap_or(0) as f32
+    (0..=255u8)
+        .map(FieldNormReader::id_to_fieldnorm)
+        .filter(|&n| n <= len)
+        .max()
+        .unwrap_or(0) as f32
 }
 
 fn docs_strategy() -> impl Strategy<Value = Vec<Vec<usize>>> {

@@ -10,8 +10,14 @@ fn notes(fx: &Fixture) -> std::path::PathBuf {
         "notes/auth.md",
         "---\ntitle: Auth errors\ntags: [auth, errors]\nteam: platform\n---\n# Auth errors\n\nAUTH-041 means the refresh token expired.\nReauthenticate the client.\n\n## Recovery\n\nSign in again to restore the session.\n",
     );
-    fx.write("notes/backup.md", "# Backups\n\nNightly database backups run at 02:00.\n\nRestore with the restore script.\n");
-    fx.write("notes/team/oncall.md", "# On call\n\nThe on-call engineer rotates weekly.\n");
+    fx.write(
+        "notes/backup.md",
+        "# Backups\n\nNightly database backups run at 02:00.\n\nRestore with the restore script.\n",
+    );
+    fx.write(
+        "notes/team/oncall.md",
+        "# On call\n\nThe on-call engineer rotates weekly.\n",
+    );
     fx.path("notes")
 }
 
@@ -21,11 +27,29 @@ fn second_run_changes_nothing_and_an_edit_redoes_one() {
     let input = notes(&fx);
     let s = Settings::default();
     let first = fx.index(&[&input], &s);
-    assert_eq!((first.counts.added, first.counts.updated, first.counts.unchanged), (3, 0, 0));
+    assert_eq!(
+        (
+            first.counts.added,
+            first.counts.updated,
+            first.counts.unchanged
+        ),
+        (3, 0, 0)
+    );
     let second = fx.index(&[&input], &s);
-    assert_eq!((second.counts.added, second.counts.updated, second.counts.removed, second.counts.unchanged), (0, 0, 0, 3));
+    assert_eq!(
+        (
+            second.counts.added,
+            second.counts.updated,
+            second.counts.removed,
+            second.counts.unchanged
+        ),
+        (0, 0, 0, 3)
+    );
 
-    fx.write("notes/backup.md", "# Backups\n\nNightly database backups run at 03:00 now.\n");
+    fx.write(
+        "notes/backup.md",
+        "# Backups\n\nNightly database backups run at 03:00 now.\n",
+    );
     let third = fx.index(&[&input], &s);
     assert_eq!((third.counts.updated, third.counts.unchanged), (1, 2));
     let finder = fx.open();
@@ -36,7 +60,9 @@ fn second_run_changes_nothing_and_an_edit_redoes_one() {
     std::fs::remove_file(fx.path("notes/team/oncall.md")).unwrap();
     let fourth = fx.index(&[&input], &s);
     assert_eq!((fourth.counts.removed, fourth.counts.unchanged), (1, 2));
-    assert!(ids(&fx.open(), "on-call engineer rotates", &s).iter().all(|id| id != "team/oncall.md"));
+    assert!(ids(&fx.open(), "on-call engineer rotates", &s)
+        .iter()
+        .all(|id| id != "team/oncall.md"));
     assert_eq!(fx.open().status().unwrap().sources, 2);
 }
 
@@ -46,13 +72,18 @@ fn hits_carry_envelope_summary_and_extents_on_the_right_lines() {
     let input = notes(&fx);
     fx.index(&[&input], &Settings::default());
     let finder = fx.open();
-    let response = finder.search("expired token", &Settings::default(), 0, 10).unwrap();
+    let response = finder
+        .search("expired token", &Settings::default(), 0, 10)
+        .unwrap();
     let hit = &response.hits[0];
     assert_eq!(hit.id, "auth.md");
     assert_eq!(hit.score, 1.0);
     assert_eq!(hit.envelope.title, "Auth errors");
     assert_eq!(hit.envelope.tags, vec!["auth", "errors"]);
-    assert_eq!(hit.envelope.extras.get("team").map(String::as_str), Some("platform"));
+    assert_eq!(
+        hit.envelope.extras.get("team").map(String::as_str),
+        Some("platform")
+    );
     assert!(!hit.summary.is_empty());
     let file = std::fs::read_to_string(fx.path("notes/auth.md")).unwrap();
     let lines: Vec<&str> = file.lines().collect();
@@ -65,9 +96,18 @@ fn hits_carry_envelope_summary_and_extents_on_the_right_lines() {
     let part = &hit.explain.parts[0];
     assert_eq!(part.lists[0].rank, 1);
     assert!((part.seed - 1.0 / 61.0).abs() < 1e-12);
-    let channels: Vec<&str> = response.diagnostics.channels.iter().map(|c| c.channel.name()).collect();
+    let channels: Vec<&str> = response
+        .diagnostics
+        .channels
+        .iter()
+        .map(|c| c.channel.name())
+        .collect();
     assert_eq!(channels, vec!["lexical", "trigram"]);
-    assert!(response.diagnostics.stages.iter().any(|s| s.stage == "fusion"));
+    assert!(response
+        .diagnostics
+        .stages
+        .iter()
+        .any(|s| s.stage == "fusion"));
 }
 
 #[test]
@@ -76,12 +116,26 @@ fn identifiers_run_the_trigram_list() {
     let input = notes(&fx);
     fx.index(&[&input], &Settings::default());
     let finder = fx.open();
-    let response = finder.search("AUTH-04", &Settings::default(), 0, 10).unwrap();
-    let trigram = response.diagnostics.channels.iter().find(|c| c.channel.name() == "trigram").unwrap();
+    let response = finder
+        .search("AUTH-04", &Settings::default(), 0, 10)
+        .unwrap();
+    let trigram = response
+        .diagnostics
+        .channels
+        .iter()
+        .find(|c| c.channel.name() == "trigram")
+        .unwrap();
     assert_eq!(trigram.status, finder_core::ChannelStatus::Ran);
     assert_eq!(response.hits[0].id, "auth.md");
-    let plain = finder.search("expired token", &Settings::default(), 0, 10).unwrap();
-    let trigram = plain.diagnostics.channels.iter().find(|c| c.channel.name() == "trigram").unwrap();
+    let plain = finder
+        .search("expired token", &Settings::default(), 0, 10)
+        .unwrap();
+    let trigram = plain
+        .diagnostics
+        .channels
+        .iter()
+        .find(|c| c.channel.name() == "trigram")
+        .unwrap();
     assert_eq!(trigram.status, finder_core::ChannelStatus::Skipped);
 }
 
@@ -112,11 +166,19 @@ fn out_of_range_and_index_time_overrides_are_refused() {
     let input = notes(&fx);
     fx.index(&[&input], &Settings::default());
     let finder = fx.open();
-    let err = finder.settings_with(&["finder.rrf_k=5".into()]).err().unwrap();
+    let err = finder
+        .settings_with(&["finder.rrf_k=5".into()])
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("allowed: 10–200"), "{err}");
-    let err = finder.settings_with(&["index.fragment_max_chars=500".into()]).err().unwrap();
+    let err = finder
+        .settings_with(&["index.fragment_max_chars=500".into()])
+        .err()
+        .unwrap();
     assert!(matches!(err, IndexError::IndexTimeSetting { .. }), "{err}");
-    assert!(finder.settings_with(&["index.fragment_max_chars=1600".into()]).is_ok());
+    assert!(finder
+        .settings_with(&["index.fragment_max_chars=1600".into()])
+        .is_ok());
 }
 
 #[test]
@@ -126,26 +188,51 @@ fn bad_input_is_reported_and_nothing_indexed_is_lost() {
     fx.index(&[&input], &Settings::default());
     // Break one note (invalid UTF-8) and add a malformed-front-matter note.
     std::fs::write(fx.path("notes/backup.md"), b"# Backups\n\xff\xfe broken\n").unwrap();
-    fx.write("notes/broken.md", "---\ntitle: [unclosed\n---\nBody of a broken note about kittens.\n");
+    fx.write(
+        "notes/broken.md",
+        "---\ntitle: [unclosed\n---\nBody of a broken note about kittens.\n",
+    );
     let report = fx.index(&[&input], &Settings::default());
     let places: Vec<String> = report.problems.iter().map(|p| p.place.clone()).collect();
-    assert!(places.iter().any(|p| p.starts_with("backup.md:2")), "{places:?}");
-    assert!(places.iter().any(|p| p.starts_with("broken.md")), "{places:?}");
+    assert!(
+        places.iter().any(|p| p.starts_with("backup.md:2")),
+        "{places:?}"
+    );
+    assert!(
+        places.iter().any(|p| p.starts_with("broken.md")),
+        "{places:?}"
+    );
     assert_eq!(report.counts.kept, 1);
     let finder = fx.open();
     let s = Settings::default();
-    assert_eq!(ids(&finder, "nightly database backups", &s)[0], "backup.md", "old version kept");
-    assert_eq!(ids(&finder, "kittens", &s)[0], "broken.md", "broken front matter still indexed");
+    assert_eq!(
+        ids(&finder, "nightly database backups", &s)[0],
+        "backup.md",
+        "old version kept"
+    );
+    assert_eq!(
+        ids(&finder, "kittens", &s)[0],
+        "broken.md",
+        "broken front matter still indexed"
+    );
 }
 
 #[test]
 fn malformed_jsonl_line_is_named_and_the_rest_indexed() {
     let fx = Fixture::new();
-    let text = [record("r1", "One", "alpha text"), "{not json".to_string(), record("r3", "Three", "gamma text")];
+    let text = [
+        record("r1", "One", "alpha text"),
+        "{not json".to_string(),
+        record("r3", "Three", "gamma text"),
+    ];
     let input = fx.write("records.jsonl", &text.join("\n"));
     let report = fx.index(&[&input], &Settings::default());
     assert_eq!(report.counts.added, 2);
-    assert!(report.problems[0].place.ends_with("records.jsonl:2"), "{:?}", report.problems);
+    assert!(
+        report.problems[0].place.ends_with("records.jsonl:2"),
+        "{:?}",
+        report.problems
+    );
 }
 
 #[test]
@@ -155,34 +242,67 @@ fn a_failed_run_leaves_the_last_commit_searchable() {
     fx.index(&[&input], &Settings::default());
     fx.write("notes/new.md", "# New\n\nA brand new note about zebras.\n");
     let missing = fx.path("does-not-exist");
-    let err = index_inputs(&fx.index_dir(), &[input.clone(), missing], &Settings::default(), &mut |_| {});
+    let err = index_inputs(
+        &fx.index_dir(),
+        &[input.clone(), missing],
+        &Settings::default(),
+        &mut |_| {},
+    );
     assert!(err.is_err());
     let finder = fx.open();
-    assert!(ids(&finder, "zebras", &Settings::default()).is_empty(), "nothing of the failed run is visible");
-    assert_eq!(ids(&finder, "expired token", &Settings::default())[0], "auth.md");
+    assert!(
+        ids(&finder, "zebras", &Settings::default()).is_empty(),
+        "nothing of the failed run is visible"
+    );
+    assert_eq!(
+        ids(&finder, "expired token", &Settings::default())[0],
+        "auth.md"
+    );
     assert_eq!(finder.status().unwrap().sources, 3);
 }
 
 #[test]
 fn opening_a_missing_index_says_how_to_make_one() {
     let fx = Fixture::new();
-    let err = Finder::open(&fx.path("nothing"), Settings::default()).err().unwrap();
+    let err = Finder::open(&fx.path("nothing"), Settings::default())
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("finder index"), "{err}");
 }
 
 #[test]
 fn paging_splits_one_ranking() {
     let fx = Fixture::new();
-    let lines: Vec<String> =
-        (0..30).map(|i| record(&format!("r{i:02}"), "", &format!("shared word {}", "pad ".repeat(i)))).collect();
+    let lines: Vec<String> = (0..30)
+        .map(|i| {
+            record(
+                &format!("r{i:02}"),
+                "",
+                &format!("shared word {}", "pad ".repeat(i)),
+            )
+        })
+        .collect();
     let input = fx.write("r.jsonl", &lines.join("\n"));
     fx.index(&[&input], &Settings::default());
     let finder = fx.open();
     let s = Settings::default();
-    let all: Vec<String> = finder.search("shared word", &s, 0, 30).unwrap().hits.into_iter().map(|h| h.id).collect();
+    let all: Vec<String> = finder
+        .search("shared word", &s, 0, 30)
+        .unwrap()
+        .hits
+        .into_iter()
+        .map(|h| h.id)
+        .collect();
     let mut paged = Vec::new();
     for page in 0..3 {
-        paged.extend(finder.search("shared word", &s, page * 10, 10).unwrap().hits.into_iter().map(|h| h.id));
+        paged.extend(
+            finder
+                .search("shared word", &s, page * 10, 10)
+                .unwrap()
+                .hits
+                .into_iter()
+                .map(|h| h.id),
+        );
     }
     assert_eq!(all.len(), 30);
     assert_eq!(paged, all);

@@ -11,7 +11,9 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Fixture {
-        Fixture { dir: tempfile::tempdir().expect("temp dir") }
+        Fixture {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -46,5 +48,11 @@ pub fn record(id: &str, title: &str, text: &str) -> String {
 
 /// Ids of the hits of a query, best first.
 pub fn ids(finder: &Finder, query: &str, settings: &Settings) -> Vec<String> {
-    finder.search(query, settings, 0, 50).expect("search").hits.into_iter().map(|h| h.id).collect()
+    finder
+        .search(query, settings, 0, 50)
+        .expect("search")
+        .hits
+        .into_iter()
+        .map(|h| h.id)
+        .collect()
 }

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds Finder, indexes the bundled sample notes and searches them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --release --locked -p finder-cli
+FINDER=./target/release/finder
+INDEX="${FINDER_DEMO_INDEX:-target/demo-index}"
+
+echo "== finder index examples/notes --index $INDEX"
+"$FINDER" index examples/notes --index "$INDEX"
+echo
+echo "== finder status --index $INDEX"
+"$FINDER" status --index "$INDEX"
+for q in "expired token" "AUTH-041" "restore a backup"; do
+  echo
+  echo "== finder search \"$q\" --index $INDEX --limit 3"
+  "$FINDER" search "$q" --index "$INDEX" --limit 3
+done
