@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use finder_core::{SearchResponse, Settings};
+use finder_core::Settings;
 use finder_index::{index_inputs, load_settings, Finder, Progress};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -83,6 +83,9 @@ enum Command {
         /// A custom run: `NAME:key=value,key=value` (repeatable).
         #[arg(long = "run", value_name = "NAME:K=V,...")]
         run: Vec<String>,
+        /// Fail (exit 1) when a run scores below `METRIC=VALUE`, e.g. `ndcg@10=0.675` (repeatable).
+        #[arg(long = "min", value_name = "METRIC=VALUE")]
+        min: Vec<String>,
         #[arg(long)]
         config: Option<PathBuf>,
         #[arg(long)]
@@ -146,6 +149,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             split,
             runs,
             run,
+            min,
             config,
             json,
         } => {
@@ -173,6 +177,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 print!("{}", report.to_human());
             }
+            finder_eval::check_minimums(&report, &min)?;
             Ok(ExitCode::SUCCESS)
         }
     }

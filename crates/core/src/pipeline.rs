@@ -48,12 +48,14 @@ pub trait Retriever {
     /// Channels this store can run, in the order they should be reported.
     fn channels(&self) -> Vec<Channel>;
 
-    /// Runs one channel.
+    /// Runs one channel, returning at most `depth` candidates (the channel's list size, or more
+    /// when a deep page needs them).
     fn retrieve(
         &self,
         channel: Channel,
         query: &str,
         settings: &Settings,
+        depth: usize,
     ) -> Result<ChannelOutcome, Self::Error>;
 
     /// Looks up fragments; unknown ones come back as `None`.
@@ -110,6 +112,9 @@ impl Stopwatch {
     }
 }
 
+/// The deepest a channel list grows to fill a deep page.
+const MAX_DEPTH: usize = 2_000;
+
 /// Runs the whole pipeline for one query and returns hits `offset..offset+limit`.
 pub fn search<R: Retriever>(
     store: &R,
@@ -119,48 +124,63 @@ pub fn search<R: Retriever>(
     limit: usize,
 ) -> Result<SearchResponse, R::Error> {
     let mut watch = Stopwatch::default();
-    let mut lists = Vec::new();
-    let mut reports = Vec::new();
-    for channel in store.channels() {
-        let outcome = store.retrieve(channel, query, settings)?;
-        let ms = watch.lap(channel.name());
-        let (status, reason, hits) = match outcome {
-            ChannelOutcome::Ran(list) => {
-                let n = list.hits.len();
-                lists.push(list);
-                (ChannelStatus::Ran, None, n)
-            }
-            ChannelOutcome::Skipped(why) => (ChannelStatus::Skipped, Some(why), 0),
-            ChannelOutcome::Degraded(why) => (ChannelStatus::Degraded, Some(why), 0),
-        };
-        reports.push(ChannelReport {
-            channel,
-            status,
-            reason,
-            hits,
-            ms,
-        });
-    }
+    let wanted = offset.saturating_add(limit);
+    // Channel lists hold fragments and a page holds sources; when a page reaches past what the
+    // lists gave, they are run again deeper, so deep pages are as complete as shallow ones.
+    let mut extra_depth = 0;
+    let (lists, reports, fused, meta, ranked) = loop {
+        let mut lists = Vec::new();
+        let mut reports = Vec::new();
+        let mut truncated = false;
+        for channel in store.channels() {
+            let depth = settings.list_size(channel).max(wanted).max(extra_depth);
+            let outcome = store.retrieve(channel, query, settings, depth)?;
+            let ms = watch.lap(channel.name());
+            let (status, reason, hits) = match outcome {
+                ChannelOutcome::Ran(list) => {
+                    let n = list.hits.len();
+                    truncated |= n >= depth;
+                    lists.push(list);
+                    (ChannelStatus::Ran, None, n)
+                }
+                ChannelOutcome::Skipped(why) => (ChannelStatus::Skipped, Some(why), 0),
+                ChannelOutcome::Degraded(why) => (ChannelStatus::Degraded, Some(why), 0),
+            };
+            reports.push(ChannelReport {
+                channel,
+                status,
+                reason,
+                hits,
+                ms,
+            });
+        }
 
-    let fused = rrf(&lists, settings.finder.rrf_k);
-    watch.lap("fusion");
+        let fused = rrf(&lists, settings.finder.rrf_k);
+        watch.lap("fusion");
 
-    let keys: Vec<FragmentKey> = fused.iter().map(|f| f.fragment).collect();
-    let metas = store.fragment_meta(&keys)?;
-    let meta: HashMap<FragmentKey, FragmentMeta> = keys
-        .iter()
-        .zip(metas)
-        .filter_map(|(k, m)| m.map(|m| (*k, m)))
-        .collect();
-    let scored: Vec<(FragmentKey, f64)> = fused.iter().map(|f| (f.fragment, f.seed)).collect();
-    let ranked = rollup(
-        &scored,
-        |f| meta.get(&f).and_then(|m| m.source),
-        &settings.finder.rollup_weights,
-    );
+        let keys: Vec<FragmentKey> = fused.iter().map(|f| f.fragment).collect();
+        let metas = store.fragment_meta(&keys)?;
+        let meta: HashMap<FragmentKey, FragmentMeta> = keys
+            .iter()
+            .zip(metas)
+            .filter_map(|(k, m)| m.map(|m| (*k, m)))
+            .collect();
+        let scored: Vec<(FragmentKey, f64)> = fused.iter().map(|f| (f.fragment, f.seed)).collect();
+        let ranked = rollup(
+            &scored,
+            |f| meta.get(&f).and_then(|m| m.source),
+            &settings.finder.rollup_weights,
+        );
+        watch.lap("rollup");
+        let deepest = lists.iter().map(|l| l.hits.len()).max().unwrap_or(0);
+        if ranked.len() >= wanted || !truncated || deepest >= MAX_DEPTH {
+            break (lists, reports, fused, meta, ranked);
+        }
+        extra_depth = (deepest * 2).min(MAX_DEPTH);
+    };
+    drop(lists);
     let mut scores: Vec<f64> = ranked.iter().map(|s| s.score).collect();
     let divisor = normalize_top(&mut scores);
-    watch.lap("rollup");
 
     let by_fragment: HashMap<FragmentKey, &crate::FusedFragment> =
         fused.iter().map(|f| (f.fragment, f)).collect();
@@ -250,9 +270,13 @@ mod tests {
             channel: Channel,
             _: &str,
             _: &Settings,
+            depth: usize,
         ) -> Result<ChannelOutcome, Self::Error> {
             Ok(match self.lists.iter().find(|l| l.channel == channel) {
-                Some(l) => ChannelOutcome::Ran(l.clone()),
+                Some(l) => ChannelOutcome::Ran(RankedList {
+                    channel,
+                    hits: l.hits.iter().take(depth).copied().collect(),
+                }),
                 None if channel == Channel::Vector => ChannelOutcome::Degraded("no model".into()),
                 None => ChannelOutcome::Skipped("not asked".into()),
             })

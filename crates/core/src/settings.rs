@@ -12,10 +12,11 @@ pub const DEFAULT_K1: f32 = 1.2;
 pub const DEFAULT_B: f32 = 0.75;
 pub const DEFAULT_FTS_LIST_SIZE: usize = 60;
 pub const DEFAULT_RRF_K: u32 = 60;
+pub const DEFAULT_VEC_LIST_SIZE: usize = 200;
 pub const DEFAULT_MAX_HINTS: usize = 3;
 pub const DEFAULT_ROLLUP_WEIGHTS: [f64; 3] = [1.0, 0.1, 0.05];
 pub const DEFAULT_PREVIEW_CHARS: usize = 240;
-pub const DEFAULT_FRAGMENT_MAX_CHARS: usize = 1600;
+pub const DEFAULT_FRAGMENT_MAX_CHARS: usize = 3200;
 pub const DEFAULT_SUMMARY_MAX_CHARS: usize = 280;
 pub const DEFAULT_LANGUAGE: &str = "english";
 
@@ -216,6 +217,14 @@ impl Settings {
         updated.validate(&origin)?;
         *self = updated;
         Ok(())
+    }
+
+    /// The list size a channel is asked for by default.
+    pub fn list_size(&self, channel: crate::Channel) -> usize {
+        match channel {
+            crate::Channel::Lexical | crate::Channel::Trigram => self.lexical.fts_list_size,
+            crate::Channel::Vector => DEFAULT_VEC_LIST_SIZE,
+        }
     }
 
     /// Checks every value against its range.

@@ -20,6 +20,28 @@ pub enum EvalError {
         line: usize,
         message: String,
     },
+    /// A run specification or preset is not usable.
+    #[error("{0}")]
+    Run(String),
+    /// A run's settings were rejected.
+    #[error("run `{run}`: {source}")]
+    Settings {
+        run: String,
+        #[source]
+        source: Box<finder_index::IndexError>,
+    },
+    /// Building or querying the index failed.
+    #[error(transparent)]
+    Index(Box<finder_index::IndexError>),
+    /// A `--min` threshold was not met.
+    #[error("quality below threshold: {0}")]
+    BelowThreshold(String),
+}
+
+impl From<finder_index::IndexError> for EvalError {
+    fn from(e: finder_index::IndexError) -> Self {
+        EvalError::Index(Box::new(e))
+    }
 }
 
 impl EvalError {

@@ -1,15 +1,17 @@
 //! Finder's evaluation harness: BEIR datasets and qrels, trec_eval-style metrics, and reports.
 //!
-//! Everything here is pure or file-reading only; running queries against an index is left to
-//! the caller, which feeds rankings into [`QueryMetrics::compute`] and timings into a
-//! [`LatencyRecorder`], then assembles a [`Report`].
+//! Metrics, datasets and reports are pure or file-reading only; [`evaluate`] indexes a corpus
+//! (into a cache keyed by its content) and runs every judged query through the same pipeline
+//! the CLI uses.
 
 mod dataset;
 mod error;
 mod metrics;
 mod report;
+mod runner;
 
 pub use dataset::{corpus_fingerprint, Dataset, Query};
 pub use error::EvalError;
 pub use metrics::{mrr_at, ndcg_at, percentile, recall_at, Metrics, QueryMetrics};
 pub use report::{LatencyRecorder, Percentiles, Report, RunReport};
+pub use runner::{cache_dir, check_minimums, evaluate, presets, EvalOptions, RunSpec};

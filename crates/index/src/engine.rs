@@ -296,6 +296,7 @@ impl QueryRun<'_> {
         analyzer: &str,
         query: &str,
         settings: &Settings,
+        depth: usize,
     ) -> Result<ChannelOutcome> {
         let mut analyzer = self
             .finder
@@ -318,7 +319,7 @@ impl QueryRun<'_> {
             field,
             &query_terms(field, &words),
             params,
-            settings.lexical.fts_list_size,
+            depth,
         )
         .map_err(|e| self.err(e))?;
         let mut hits = Vec::with_capacity(top.len());
@@ -347,9 +348,12 @@ impl Retriever for QueryRun<'_> {
         channel: Channel,
         query: &str,
         settings: &Settings,
+        depth: usize,
     ) -> Result<ChannelOutcome> {
         match channel {
-            Channel::Lexical => self.bm25(channel, self.fields().text, WORDS, query, settings),
+            Channel::Lexical => {
+                self.bm25(channel, self.fields().text, WORDS, query, settings, depth)
+            }
             Channel::Trigram => {
                 match settings.lexical.trigram {
                     TrigramMode::Off => {
@@ -367,7 +371,14 @@ impl Retriever for QueryRun<'_> {
                         "the index was built with index.trigrams = false".into(),
                     ));
                 }
-                self.bm25(channel, self.fields().trigrams, TRIGRAMS, query, settings)
+                self.bm25(
+                    channel,
+                    self.fields().trigrams,
+                    TRIGRAMS,
+                    query,
+                    settings,
+                    depth,
+                )
             }
             Channel::Vector => Ok(ChannelOutcome::Skipped(
                 "the semantic layer is not part of this index".into(),

@@ -177,7 +177,7 @@ fn out_of_range_and_index_time_overrides_are_refused() {
         .unwrap();
     assert!(matches!(err, IndexError::IndexTimeSetting { .. }), "{err}");
     assert!(finder
-        .settings_with(&["index.fragment_max_chars=1600".into()])
+        .settings_with(&["index.fragment_max_chars=3200".into()])
         .is_ok());
 }
 

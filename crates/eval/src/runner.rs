@@ -1,0 +1,290 @@
+//! Runs a dataset's judged queries through the index, one or more named runs in one process.
+
+use std::path::PathBuf;
+
+use finder_core::Settings;
+use finder_index::{index_inputs, Finder};
+
+use crate::dataset::{corpus_fingerprint, Dataset};
+use crate::error::EvalError;
+use crate::metrics::{Metrics, QueryMetrics};
+use crate::report::{LatencyRecorder, Report, RunReport};
+
+/// Hits judged per query: enough for Recall@100.
+const DEPTH: usize = 100;
+/// The page whose latency is reported.
+const PAGE: usize = 10;
+
+/// One named run: a preset or `name:key=value,...`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSpec {
+    pub name: String,
+    /// `key=value` overrides, applied like `--set`.
+    pub overrides: Vec<String>,
+}
+
+impl RunSpec {
+    /// Parses `name:key=value,key=value` (commas inside `[...]` belong to the value).
+    pub fn parse(spec: &str) -> Result<RunSpec, EvalError> {
+        let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(EvalError::Run(format!(
+                "run `{spec}`: expected NAME:key=value,..."
+            )));
+        }
+        let mut overrides = Vec::new();
+        let mut depth = 0i32;
+        let mut current = String::new();
+        for c in rest.chars() {
+            match c {
+                '[' => depth += 1,
+                ']' => depth -= 1,
+                ',' if depth == 0 => {
+                    overrides.push(std::mem::take(&mut current));
+                    continue;
+                }
+                _ => {}
+            }
+            current.push(c);
+        }
+        overrides.push(current);
+        overrides.retain(|o| !o.trim().is_empty());
+        if let Some(bad) = overrides.iter().find(|o| !o.contains('=')) {
+            return Err(EvalError::Run(format!(
+                "run `{spec}`: `{bad}` is not key=value"
+            )));
+        }
+        Ok(RunSpec {
+            name: name.to_string(),
+            overrides,
+        })
+    }
+}
+
+/// Expands a comma-separated list of preset names.
+pub fn presets(names: &str) -> Result<Vec<RunSpec>, EvalError> {
+    names
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|name| match name {
+            "lexical" => Ok(RunSpec { name: name.into(), overrides: Vec::new() }),
+            "dense" | "hybrid" | "full" => Err(EvalError::Run(format!(
+                "preset `{name}` needs the semantic layer (vector channel), which this build does not have yet; use `lexical` or a custom --run"
+            ))),
+            other => Err(EvalError::Run(format!(
+                "unknown preset `{other}`; known: lexical, dense, hybrid, full (or --run NAME:key=value,...)"
+            ))),
+        })
+        .collect()
+}
+
+/// What to evaluate.
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
+    /// BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.
+    pub dataset: PathBuf,
+    /// Index folder to reuse or build; default: the cache.
+    pub index: Option<PathBuf>,
+    pub split: String,
+    pub runs: Vec<RunSpec>,
+    /// Settings every run starts from (index-time settings shape the index).
+    pub base: Settings,
+}
+
+/// Where eval indexes are cached: `$FINDER_CACHE_DIR`, else `$XDG_CACHE_HOME/finder`, else
+/// `~/.cache/finder`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("FINDER_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(dir).join("finder");
+    }
+    let home = std::env::var_os("HOME").map_or_else(std::env::temp_dir, PathBuf::from);
+    home.join(".cache").join("finder")
+}
+
+/// The cache folder for a corpus and index-time settings.
+fn cached_index(dataset: &Dataset, settings: &Settings) -> Result<PathBuf, EvalError> {
+    let fingerprint = corpus_fingerprint(&dataset.dir)?;
+    let index_settings = toml::to_string(&settings.index).unwrap_or_default();
+    let settings_hash = blake3::hash(index_settings.as_bytes()).to_hex();
+    Ok(cache_dir().join("eval").join(format!(
+        "{}-{fingerprint}-{}",
+        dataset.name,
+        &settings_hash[..8]
+    )))
+}
+
+/// Indexes the corpus (incrementally, so a cached index costs a hash check) and runs every
+/// judged query for every run. `progress` receives short status messages.
+pub fn evaluate(
+    options: &EvalOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Report, EvalError> {
+    if options.runs.is_empty() {
+        return Err(EvalError::Run("no runs asked for".into()));
+    }
+    let dataset = Dataset::load(&options.dataset, &options.split)?;
+    let index_dir = match &options.index {
+        Some(dir) => dir.clone(),
+        None => cached_index(&dataset, &options.base)?,
+    };
+    progress(&format!(
+        "indexing {} into {}",
+        dataset.name,
+        index_dir.display()
+    ));
+    index_inputs(
+        &index_dir,
+        std::slice::from_ref(&options.dataset),
+        &options.base,
+        &mut |_| {},
+    )?;
+    let finder = Finder::open(&index_dir, options.base.clone())?;
+
+    let mut report = Report::new(dataset.name.clone(), dataset.queries.len());
+    for spec in &options.runs {
+        let settings =
+            finder
+                .settings_with(&spec.overrides)
+                .map_err(|source| EvalError::Settings {
+                    run: spec.name.clone(),
+                    source: Box::new(source),
+                })?;
+        progress(&format!("run {}", spec.name));
+        let (per_query, latency, notes) = run_queries(&finder, &dataset, &settings)?;
+        let mut run = RunReport::new(
+            Metrics::mean(&per_query),
+            &latency,
+            settings_json(&settings),
+        );
+        run.notes = notes;
+        report.add_run(spec.name.clone(), run);
+    }
+    Ok(report)
+}
+
+fn run_queries(
+    finder: &Finder,
+    dataset: &Dataset,
+    settings: &Settings,
+) -> Result<(Vec<QueryMetrics>, LatencyRecorder, Vec<String>), EvalError> {
+    let mut per_query = Vec::with_capacity(dataset.queries.len());
+    let mut latency = LatencyRecorder::new();
+    let mut notes: Vec<String> = Vec::new();
+    for query in &dataset.queries {
+        // Latency is measured on the query a user makes (the first page, with hints); the
+        // metrics on a deep ranking (one extra hit, in case the query's own id is dropped).
+        let page = finder.search(&query.text, settings, 0, PAGE)?;
+        latency.record_diagnostics(&page.diagnostics);
+        let response = finder.search(&query.text, settings, 0, DEPTH + 1)?;
+        for c in response.diagnostics.degraded() {
+            let note = format!(
+                "{} degraded: {}",
+                c.channel.name(),
+                c.reason.as_deref().unwrap_or("")
+            );
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
+        let ranked: Vec<String> = response
+            .hits
+            .into_iter()
+            .map(|h| h.id)
+            .filter(|id| *id != query.id)
+            .take(DEPTH)
+            .collect();
+        let judged = &dataset.qrels[&query.id];
+        per_query.push(QueryMetrics::compute(&ranked, judged));
+    }
+    Ok((per_query, latency, notes))
+}
+
+/// The query-time sections of a run's settings, as JSON for the report.
+fn settings_json(settings: &Settings) -> serde_json::Value {
+    let mut value = serde_json::to_value(settings).unwrap_or_default();
+    if let Some(map) = value.as_object_mut() {
+        map.remove("index");
+    }
+    value
+}
+
+/// Checks `metric=minimum` thresholds against every run; the error lists each miss.
+pub fn check_minimums(report: &Report, minimums: &[String]) -> Result<(), EvalError> {
+    let mut misses = Vec::new();
+    for spec in minimums {
+        let Some((metric, min)) = spec.split_once('=') else {
+            return Err(EvalError::Run(format!(
+                "--min `{spec}`: expected METRIC=VALUE, e.g. ndcg@10=0.675"
+            )));
+        };
+        let min: f64 = min
+            .trim()
+            .parse()
+            .map_err(|_| EvalError::Run(format!("--min `{spec}`: `{min}` is not a number")))?;
+        for (name, run) in report.ordered_runs() {
+            let Some((_, value)) = run
+                .metrics
+                .entries()
+                .into_iter()
+                .find(|(k, _)| *k == metric.trim())
+            else {
+                let known: Vec<&str> = run.metrics.entries().iter().map(|(k, _)| *k).collect();
+                return Err(EvalError::Run(format!(
+                    "--min: unknown metric `{metric}`; known: {}",
+                    known.join(", ")
+                )));
+            };
+            if value < min {
+                misses.push(format!("{name} {metric} = {value:.4} < {min}"));
+            }
+        }
+    }
+    if misses.is_empty() {
+        Ok(())
+    } else {
+        Err(EvalError::BelowThreshold(misses.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_specs_parse_with_arrays() {
+        let spec =
+            RunSpec::parse("tuned:lexical.k1=0.9,finder.rollup_weights=[1, 0.2],lexical.b=0.4")
+                .unwrap();
+        assert_eq!(spec.name, "tuned");
+        assert_eq!(
+            spec.overrides,
+            vec![
+                "lexical.k1=0.9",
+                "finder.rollup_weights=[1, 0.2]",
+                "lexical.b=0.4"
+            ]
+        );
+        assert!(RunSpec::parse(":a=1").is_err());
+        assert!(RunSpec::parse("x:novalue").is_err());
+        assert_eq!(
+            RunSpec::parse("plain").unwrap().overrides,
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn presets_explain_what_is_missing() {
+        assert_eq!(presets("lexical").unwrap().len(), 1);
+        let err = presets("lexical,dense").unwrap_err().to_string();
+        assert!(err.contains("semantic layer"), "{err}");
+        assert!(presets("bogus")
+            .unwrap_err()
+            .to_string()
+            .contains("known: lexical"));
+    }
+}
