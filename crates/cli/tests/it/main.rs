@@ -1,0 +1,196 @@
+//! End-to-end tests of the `finder` binary on fixtures written here.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn finder(args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_finder"))
+        .args(args)
+        .env(
+            "FINDER_CACHE_DIR",
+            std::env::temp_dir().join("finder-cli-test-cache"),
+        )
+        .output()
+        .expect("run finder");
+    out
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = finder(args);
+    assert!(
+        out.status.success(),
+        "finder {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+fn write(root: &Path, rel: &str, text: &str) -> PathBuf {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn notes(root: &Path) -> PathBuf {
+    write(root, "notes/tokens.md", "---\ntitle: Tokens\ntags: [auth]\n---\n# Tokens\n\nA refresh token lasts 30 days.\n\n## Expiry\n\nWhen the refresh token expired, reauthenticate the client.\n");
+    write(
+        root,
+        "notes/backups.md",
+        "# Backups\n\nNightly snapshots of the database.\n",
+    );
+    write(
+        root,
+        "notes/misc/cache.txt",
+        "Cache warmup happens after each deploy.\n",
+    );
+    root.join("notes")
+}
+
+#[test]
+fn index_search_status_round_trip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = notes(tmp.path());
+    let index = tmp.path().join("idx");
+    let (input, index) = (input.to_str().unwrap(), index.to_str().unwrap());
+
+    let report: serde_json::Value =
+        serde_json::from_str(&ok(&["index", input, "--index", index, "--json"])).unwrap();
+    assert_eq!(report["added"], 3);
+    let again: serde_json::Value =
+        serde_json::from_str(&ok(&["index", input, "--index", index, "--json"])).unwrap();
+    assert_eq!(
+        (again["added"].as_u64(), again["unchanged"].as_u64()),
+        (Some(0), Some(3))
+    );
+
+    let human = ok(&["search", "expired token", "--index", index]);
+    assert!(human.contains("1. Tokens  [1.000]  tokens.md"), "{human}");
+    assert!(
+        human.contains("L9-11: ## Expiry When the refresh token expired"),
+        "{human}"
+    );
+
+    let json: serde_json::Value = serde_json::from_str(&ok(&[
+        "search",
+        "expired token",
+        "--index",
+        index,
+        "--json",
+        "--limit",
+        "1",
+    ]))
+    .unwrap();
+    let hit = &json["hits"][0];
+    assert_eq!(hit["id"], "tokens.md");
+    assert_eq!(hit["envelope"]["tags"][0], "auth");
+    assert_eq!(hit["hints"][0]["extent"]["line_start"], 9);
+    assert_eq!(json["diagnostics"]["channels"][0]["channel"], "lexical");
+    assert!(hit["explain"]["parts"][0]["lists"][0]["rank"].as_u64() == Some(1));
+
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--index", index, "--json"])).unwrap();
+    assert_eq!(status["sources"], 3);
+    assert_eq!(status["last_run"]["unchanged"], 3);
+}
+
+#[test]
+fn bad_settings_are_refused_with_their_range() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = notes(tmp.path());
+    let index = tmp.path().join("idx");
+    let (input, index) = (input.to_str().unwrap(), index.to_str().unwrap());
+    ok(&["index", input, "--index", index]);
+    let out = finder(&[
+        "search",
+        "token",
+        "--index",
+        index,
+        "--set",
+        "finder.rrf_k=5",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`finder.rrf_k`: value 5 is out of range; allowed: 10–200"),
+        "{err}"
+    );
+    let out = finder(&["search", "token", "--index", index, "--set", "lexical.kl=1"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean `lexical.k1`"));
+    // A finder.toml in the index folder is read and validated too.
+    write(Path::new(index), "finder.toml", "[lexical]\nb = 2.0\n");
+    let out = finder(&["search", "token", "--index", index]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("finder.toml") && err.contains("allowed: 0–1"),
+        "{err}"
+    );
+}
+
+/// A tiny BEIR dataset: three documents, two judged queries.
+fn beir(root: &Path) -> PathBuf {
+    let dir = root.join("tiny");
+    let corpus = [
+        r#"{"_id":"d1","title":"Vitamin D","text":"Vitamin D deficiency is linked to bone loss."}"#,
+        r#"{"_id":"d2","title":"Sleep","text":"Short sleep raises the risk of obesity in children."}"#,
+        r#"{"_id":"d3","title":"Coffee","text":"Coffee intake and heart rhythm in adults."}"#,
+    ];
+    write(&dir, "corpus.jsonl", &corpus.join("\n"));
+    write(&dir, "queries.jsonl", "{\"_id\":\"q1\",\"text\":\"vitamin D and bone\"}\n{\"_id\":\"q2\",\"text\":\"sleep duration obesity\"}\n");
+    write(
+        &dir,
+        "qrels/test.tsv",
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n",
+    );
+    dir
+}
+
+#[test]
+fn eval_reports_metrics_per_run_as_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = beir(tmp.path());
+    let index = tmp.path().join("idx");
+    let out = ok(&[
+        "eval",
+        dataset.to_str().unwrap(),
+        "--index",
+        index.to_str().unwrap(),
+        "--runs",
+        "lexical",
+        "--run",
+        "flat:lexical.b=0",
+        "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["dataset"], "tiny");
+    assert_eq!(report["queries"], 2);
+    for run in ["lexical", "flat"] {
+        let r = &report["runs"][run];
+        assert_eq!(r["metrics"]["ndcg@10"], 1.0, "{r}");
+        assert_eq!(r["metrics"]["recall@100"], 1.0);
+        assert!(r["latency_ms"]["p50"].as_f64().unwrap() >= 0.0);
+        assert!(r["stages_ms"]["lexical"]["p95"].is_number());
+    }
+    assert_eq!(report["runs"]["flat"]["settings"]["lexical"]["b"], 0.0);
+    // A threshold that cannot be met fails the command and says which run missed.
+    let out = finder(&[
+        "eval",
+        dataset.to_str().unwrap(),
+        "--index",
+        index.to_str().unwrap(),
+        "--min",
+        "ndcg@10=1.5",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lexical ndcg@10 = 1.0000 < 1.5"));
+}
+
+#[test]
+fn eval_names_missing_layers_and_unknown_presets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = beir(tmp.path());
+    let out = finder(&["eval", dataset.to_str().unwrap(), "--runs", "hybrid"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("semantic layer"));
+    let out = finder(&["eval", dataset.to_str().unwrap(), "--runs", "lexcal"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown preset `lexcal`"));
+}
