@@ -11,7 +11,11 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== cargo test"
-cargo test --workspace --locked
+log="$(mktemp)"
+cargo test --workspace --all-targets --locked 2>&1 | tee "$log"
+passed=$(grep -Eo '^test result: [a-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
+failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
+rm -f "$log"
 
 # Quality gate on real data (read-only; the index cache goes under target/).
 SCIFACT="../shared/data/scifact"
@@ -23,3 +27,5 @@ if [ -f "$SCIFACT/corpus.jsonl" ]; then
 else
   echo "== SciFact not found at $SCIFACT; quality gate skipped"
 fi
+
+echo "tests: $passed passed, $failed failed"

@@ -307,3 +307,44 @@ fn paging_splits_one_ranking() {
     assert_eq!(all.len(), 30);
     assert_eq!(paged, all);
 }
+
+#[test]
+fn changing_index_time_settings_rebuilds_everything_once() {
+    let fx = Fixture::new();
+    let input = notes(&fx);
+    let other = fx.write("more.jsonl", &record("r1", "Other", "other record text"));
+    fx.index(&[&input], &Settings::default());
+    fx.index(&[&other], &Settings::default());
+    let mut small = Settings::default();
+    small.index.fragment_max_chars = 200;
+    // Both inputs are needed to rebuild; leaving one out is refused before anything changes.
+    let err = index_inputs(
+        &fx.index_dir(),
+        std::slice::from_ref(&input),
+        &small,
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("pass every input"), "{err}");
+    assert_eq!(fx.open().status().unwrap().sources, 4);
+    let rebuilt = fx.index(&[&input, &other], &small);
+    assert!(rebuilt.rebuilt);
+    assert_eq!((rebuilt.counts.added, rebuilt.counts.unchanged), (4, 0));
+    let status = fx.open().status().unwrap();
+    assert_eq!(status.settings.fragment_max_chars, 200);
+    assert_eq!(status.sources, 4);
+    let again = fx.index(&[&input, &other], &small);
+    assert_eq!((again.rebuilt, again.counts.unchanged), (false, 4));
+}
+
+#[test]
+fn sources_of_other_inputs_survive_a_run() {
+    let fx = Fixture::new();
+    let input = notes(&fx);
+    let other = fx.write("more.jsonl", &record("r1", "Other", "zebra crossing notes"));
+    fx.index(&[&input], &Settings::default());
+    fx.index(&[&other], &Settings::default());
+    let third = fx.index(&[&input], &Settings::default());
+    assert_eq!((third.counts.removed, third.counts.unchanged), (0, 3));
+    assert_eq!(ids(&fx.open(), "zebra", &Settings::default()), vec!["r1"]);
+}
