@@ -1,0 +1,52 @@
+//! The MiniLM backend on the real model (installed by `finder model install`; in CI by
+//! `scripts/test.sh`). Without the model these tests say so and pass only outside CI.
+
+use finder_embed::{default_model_dir, verify_minilm, Embedder};
+
+fn model() -> Option<Embedder> {
+    let dir = default_model_dir();
+    match verify_minilm(&dir) {
+        Ok(()) => Some(Embedder::minilm(&dir, 256).expect("model loads")),
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("skipping: {e}");
+            None
+        }
+        Err(e) => panic!("CI must have the model installed: {e}"),
+    }
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[test]
+fn paraphrase_is_closer_than_topic_neighbour() {
+    let Some(m) = model() else { return };
+    let v = m
+        .embed(&[
+            "refresh token expired; reauthenticate the client",
+            "restore a session by signing in again when credentials are no longer valid",
+            "configure connection pooling and request retries",
+        ])
+        .unwrap();
+    assert_eq!(v.len(), 3);
+    assert_eq!(v[0].len(), 384);
+    let near = dot(&v[0], &v[1]);
+    let far = dot(&v[0], &v[2]);
+    assert!((near - 0.53).abs() < 0.05, "paraphrase cosine {near}");
+    assert!((far - 0.27).abs() < 0.05, "unrelated cosine {far}");
+    for x in &v {
+        assert!((dot(x, x) - 1.0).abs() < 1e-4, "normalised");
+    }
+}
+
+#[test]
+fn padding_does_not_change_a_vector() {
+    let Some(m) = model() else { return };
+    let short = "database backups";
+    let alone = m.embed(&[short]).unwrap();
+    let long = "a much longer sentence that forces padding of the short one in the same batch, with many words";
+    let batched = m.embed(&[short, long]).unwrap();
+    let cos = dot(&alone[0], &batched[0]);
+    assert!(cos > 0.9999, "batching changed the vector: cosine {cos}");
+}

@@ -1,0 +1,107 @@
+//! Finder as a service: the HTTP JSON API, the web search page and the MCP agent tool.
+//!
+//! This is the only crate that knows HTTP and JSON wire formats. It serves one or more
+//! *spaces* (independent index folders) through the same operations (`ops`): search, context,
+//! recommend, status and document writes. The HTTP router (`http`) and the MCP loop (`mcp`)
+//! are two front ends over them.
+
+mod documents;
+mod error;
+mod http;
+mod layers;
+mod mcp;
+mod metrics;
+mod openapi;
+mod ops;
+mod page;
+mod space;
+mod wire;
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use documents::API_SOURCES;
+pub use error::{Result, ServerError};
+pub use http::router;
+pub use mcp::{run_stdio, McpServer, PROTOCOL_VERSIONS};
+pub use openapi::{document as openapi_document, markdown as openapi_markdown};
+pub use ops::MAX_QUERY_CHARS;
+pub use space::{parse_space_arg, Space, Spaces, DEFAULT_SPACE};
+pub use wire::*;
+
+/// Limits applied to every request.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    /// For reads (search, context, recommend, status).
+    pub request_timeout: Duration,
+    /// For document writes, which wait for the index commit.
+    pub write_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 1024 * 1024,
+            request_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Everything a request handler can reach.
+pub struct App {
+    pub spaces: Spaces,
+    /// When set, `/v1/*` and `/metrics` require `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    pub limits: Limits,
+    metrics: metrics::Metrics,
+}
+
+/// The shared application state.
+pub type AppRef = Arc<App>;
+
+impl App {
+    pub fn new(spaces: Spaces, token: Option<String>, limits: Limits) -> AppRef {
+        Arc::new(App {
+            spaces,
+            token: token.filter(|t| !t.is_empty()),
+            limits,
+            metrics: metrics::Metrics::default(),
+        })
+    }
+}
+
+/// Refuses to listen beyond loopback without a token: anyone on the network could read
+/// and write the index otherwise.
+pub fn check_bind(addr: &str, has_token: bool) -> Result<Vec<SocketAddr>> {
+    let addrs: Vec<SocketAddr> = addr
+        .to_socket_addrs()
+        .map_err(|e| ServerError::invalid_field("addr", format!("cannot resolve `{addr}`: {e}")))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(ServerError::invalid_field(
+            "addr",
+            format!("`{addr}` resolves to no address"),
+        ));
+    }
+    if !has_token && addrs.iter().any(|a| !a.ip().is_loopback()) {
+        return Err(ServerError::invalid_field(
+            "addr",
+            format!("refusing to listen on {addr} (beyond loopback) without --token-file: anyone who reaches it could read and change the index"),
+        ));
+    }
+    Ok(addrs)
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: AppRef,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(app))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

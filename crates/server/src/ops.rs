@@ -1,0 +1,345 @@
+//! The operations behind the API and the MCP tools: search, context, recommend and status
+//! over one space. Synchronous (the index is); the HTTP layer runs them on blocking threads.
+
+use std::collections::HashSet;
+
+use finder_core::{Hit, SearchResponse, Settings};
+use finder_index::Finder;
+use serde_json::Value;
+
+use crate::documents;
+use crate::error::{Result, ServerError};
+use crate::space::{index_err, Space, Spaces};
+use crate::wire::{
+    ContextPiece, ContextRequest, ContextResult, Facets, Overrides, Progress, RecommendRequest,
+    RecommendResult, SearchRequest, SearchResult, SpaceSummary, StatusResult, CHARS_PER_TOKEN,
+    DEFAULT_BUDGET_CHARS, MAX_BUDGET_CHARS, MAX_LIMIT, MAX_OFFSET, MIN_BUDGET_CHARS,
+};
+
+/// Longest query text, in characters.
+pub const MAX_QUERY_CHARS: usize = 2_000;
+/// Longest text a recommend target turns into, in characters.
+const RECOMMEND_QUERY_CHARS: usize = 600;
+
+pub fn search(space: &Space, request: &SearchRequest) -> Result<SearchResult> {
+    check_query(&request.query)?;
+    check_page(request.limit, request.offset)?;
+    let finder = space.finder()?;
+    let settings = settings(space, &finder, &request.settings, &[])?;
+    let response = finder
+        .search(&request.query, &settings, request.offset, request.limit)
+        .map_err(index_err(space))?;
+    Ok(search_result(space, response))
+}
+
+pub fn context(space: &Space, request: &ContextRequest) -> Result<ContextResult> {
+    check_query(&request.query)?;
+    check_page(request.limit, 0)?;
+    let budget = match (request.budget_chars, request.budget_tokens) {
+        (Some(_), Some(_)) => {
+            return Err(ServerError::invalid(
+                "give `budget_chars` or `budget_tokens`, not both",
+            ))
+        }
+        (Some(c), None) => c,
+        (None, Some(t)) => t.saturating_mul(CHARS_PER_TOKEN),
+        (None, None) => DEFAULT_BUDGET_CHARS,
+    };
+    if !(MIN_BUDGET_CHARS..=MAX_BUDGET_CHARS).contains(&budget) {
+        return Err(ServerError::invalid_field(
+            "budget_chars",
+            format!("budget of {budget} characters is outside {MIN_BUDGET_CHARS}–{MAX_BUDGET_CHARS}"),
+        ));
+    }
+    let finder = space.finder()?;
+    // Longer passages serve a prompt better than the page's short previews, unless the
+    // caller chose a preview length.
+    let preview = (budget / 5).clamp(400, 2_000);
+    let extra = if request.settings.contains_key("finder.preview_chars") {
+        vec![]
+    } else {
+        vec![format!("finder.preview_chars={preview}")]
+    };
+    let settings = settings(space, &finder, &request.settings, &extra)?;
+    let response = finder
+        .search(&request.query, &settings, 0, request.limit)
+        .map_err(index_err(space))?;
+    Ok(pack_context(space.name(), response, budget))
+}
+
+pub fn recommend(space: &Space, request: &RecommendRequest) -> Result<RecommendResult> {
+    check_page(request.limit, 0)?;
+    if request.target.trim().is_empty() {
+        return Err(ServerError::invalid_field("target", "the target id is empty"));
+    }
+    let finder = space.finder()?;
+    let query = target_text(space, &finder, &request.target)?;
+    let settings = settings(space, &finder, &request.settings, &[])?;
+    let mut response = finder
+        .search(&query, &settings, 0, request.limit + 1)
+        .map_err(index_err(space))?;
+    response.hits.retain(|h| h.id != request.target);
+    response.hits.truncate(request.limit);
+    for (i, hit) in response.hits.iter_mut().enumerate() {
+        hit.rank = i + 1;
+    }
+    Ok(RecommendResult {
+        space: space.name().to_string(),
+        target: request.target.clone(),
+        basis: "lexical".to_string(),
+        query,
+        hits: response.hits,
+        diagnostics: response.diagnostics,
+    })
+}
+
+pub fn status(space: &Space) -> Result<StatusResult> {
+    let api_documents = documents::read_all(space.dir())?.len();
+    let index = match space.finder() {
+        Ok(finder) => {
+            let status = finder.status().map_err(index_err(space))?;
+            serde_json::to_value(&status).map_err(ServerError::internal)?
+        }
+        Err(ServerError::NotBuilt { .. }) => Value::Null,
+        Err(e) => return Err(e),
+    };
+    let progress = vector_progress(&index);
+    Ok(StatusResult {
+        space: space.name().to_string(),
+        built: !index.is_null(),
+        building: progress.is_some_and(|p| p.done < p.total),
+        progress,
+        api_documents,
+        index,
+    })
+}
+
+pub fn spaces(spaces: &Spaces) -> Vec<SpaceSummary> {
+    spaces
+        .iter()
+        .map(|space| {
+            let sources = space
+                .finder()
+                .ok()
+                .and_then(|f| f.status().ok())
+                .map_or(0, |s| s.sources);
+            SpaceSummary {
+                name: space.name().to_string(),
+                built: space.is_built(),
+                sources,
+            }
+        })
+        .collect()
+}
+
+/// A vector build in progress shows in the index status as `vectors: {done, total}`; an
+/// index without that field is not building anything.
+fn vector_progress(index: &Value) -> Option<Progress> {
+    let v = index.get("vectors")?;
+    Some(Progress {
+        done: v.get("done")?.as_u64()?,
+        total: v.get("total")?.as_u64()?,
+    })
+}
+
+fn search_result(space: &Space, response: SearchResponse) -> SearchResult {
+    SearchResult {
+        space: space.name().to_string(),
+        facets: Facets::count(&response.hits),
+        query: response.query,
+        offset: response.offset,
+        limit: response.limit,
+        hits: response.hits,
+        diagnostics: response.diagnostics,
+    }
+}
+
+fn check_query(query: &str) -> Result<()> {
+    let chars = query.chars().count();
+    if chars > MAX_QUERY_CHARS {
+        return Err(ServerError::QueryTooLong {
+            chars,
+            max: MAX_QUERY_CHARS,
+        });
+    }
+    Ok(())
+}
+
+fn check_page(limit: usize, offset: usize) -> Result<()> {
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ServerError::invalid_field(
+            "limit",
+            format!("limit {limit} is outside 1–{MAX_LIMIT}"),
+        ));
+    }
+    if offset > MAX_OFFSET {
+        return Err(ServerError::invalid_field(
+            "offset",
+            format!("offset {offset} is beyond {MAX_OFFSET}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The space's settings with the request's overrides (validated by the index, so errors
+/// name the key and its range) and then the operation's own.
+fn settings(
+    space: &Space,
+    finder: &Finder,
+    overrides: &Overrides,
+    extra: &[String],
+) -> Result<Settings> {
+    let mut assignments = Vec::with_capacity(overrides.len() + extra.len());
+    for (key, value) in overrides {
+        let text = match value {
+            Value::String(s) => serde_json::to_string(s).map_err(ServerError::internal)?,
+            Value::Number(_) | Value::Bool(_) | Value::Array(_) => value.to_string(),
+            Value::Null | Value::Object(_) => {
+                return Err(ServerError::invalid_field(
+                    key,
+                    format!("setting `{key}` needs a number, boolean, string or array"),
+                ))
+            }
+        };
+        assignments.push(format!("{key}={text}"));
+    }
+    assignments.extend(extra.iter().cloned());
+    finder.settings_with(&assignments).map_err(index_err(space))
+}
+
+/// Turns the response's hints into cited passages, best passage first, until `budget`
+/// characters of rendered text are used.
+fn pack_context(space: &str, response: SearchResponse, budget: usize) -> ContextResult {
+    let mut candidates: Vec<(&Hit, usize)> = Vec::new();
+    for hit in &response.hits {
+        for i in 0..hit.hints.len() {
+            candidates.push((hit, i));
+        }
+    }
+    candidates.sort_by(|(a, i), (b, j)| {
+        b.hints[*j]
+            .score
+            .total_cmp(&a.hints[*i].score)
+            .then(a.rank.cmp(&b.rank))
+            .then(i.cmp(j))
+    });
+    let mut pieces = Vec::new();
+    let mut text = String::new();
+    let mut used = 0usize;
+    let mut seen = HashSet::new();
+    let mut omitted = 0usize;
+    for (hit, i) in candidates {
+        let hint = &hit.hints[i];
+        if !seen.insert((hit.id.as_str(), hint.extent.byte_start, hint.extent.line_start)) {
+            continue;
+        }
+        let n = pieces.len() + 1;
+        let head = format!(
+            "[{n}] {} — {} L{}-{}\n",
+            hit.envelope.title, hit.id, hint.extent.line_start, hint.extent.line_end
+        );
+        let sep = if pieces.is_empty() { 0 } else { 1 };
+        let fixed = sep + head.chars().count() + 1;
+        let body_chars = hint.preview.chars().count();
+        let room = budget.saturating_sub(used + fixed);
+        let (body, truncated) = if body_chars <= room {
+            (hint.preview.clone(), false)
+        } else if room >= 120 {
+            (cut(&hint.preview, room), true)
+        } else {
+            omitted += 1;
+            continue;
+        };
+        if sep == 1 {
+            text.push('\n');
+        }
+        text.push_str(&head);
+        text.push_str(&body);
+        text.push('\n');
+        used = text.chars().count();
+        pieces.push(ContextPiece {
+            n,
+            source_id: hit.id.clone(),
+            title: hit.envelope.title.clone(),
+            path: hit.envelope.path.clone(),
+            extent: hint.extent,
+            score: hint.score,
+            source_rank: hit.rank,
+            text: body,
+            truncated,
+        });
+    }
+    ContextResult {
+        space: space.to_string(),
+        query: response.query,
+        budget_chars: budget,
+        used_chars: used,
+        pieces,
+        omitted,
+        text,
+        diagnostics: response.diagnostics,
+    }
+}
+
+/// The first `max` characters of `text`, ending at a word boundary, with `…`.
+fn cut(text: &str, max: usize) -> String {
+    let keep: String = text.chars().take(max.saturating_sub(1)).collect();
+    let keep = match keep.rfind(char::is_whitespace) {
+        Some(i) if i > keep.len() / 2 => keep[..i].to_string(),
+        _ => keep,
+    };
+    format!("{}…", keep.trim_end())
+}
+
+/// The text a recommend target stands for: its title and summary. API documents are read
+/// from their file; other sources are found by searching their id.
+fn target_text(space: &Space, finder: &Finder, target: &str) -> Result<String> {
+    let (title, summary) = match documents::read_all(space.dir())?.remove(target) {
+        Some(d) => {
+            let summary = d.summary.unwrap_or_else(|| d.text.clone());
+            (d.title, summary)
+        }
+        None => find_source(space, finder, target)?,
+    };
+    let text: String = format!("{title} {summary}")
+        .chars()
+        .take(RECOMMEND_QUERY_CHARS)
+        .collect();
+    Ok(text.trim().to_string())
+}
+
+/// Finds a source by id through the lexical channels: the id's words (a file name is
+/// usually in its title) with trigrams on, deepest list.
+fn find_source(space: &Space, finder: &Finder, target: &str) -> Result<(String, String)> {
+    let words: String = target
+        .chars()
+        .map(|c| if c.is_alphanumeric() { c } else { ' ' })
+        .collect();
+    let stem = words
+        .trim_end()
+        .strip_suffix(" md")
+        .or_else(|| words.trim_end().strip_suffix(" txt"))
+        .unwrap_or(&words)
+        .to_string();
+    let settings = finder
+        .settings_with(&[
+            "lexical.trigram=\"on\"".to_string(),
+            "lexical.fts_list_size=200".to_string(),
+        ])
+        .map_err(index_err(space))?;
+    for query in [stem.as_str(), words.as_str()] {
+        if query.trim().is_empty() {
+            continue;
+        }
+        let response = finder
+            .search(query, &settings, 0, MAX_LIMIT)
+            .map_err(index_err(space))?;
+        if let Some(hit) = response.hits.into_iter().find(|h| h.id == target) {
+            return Ok((hit.envelope.title, hit.summary));
+        }
+    }
+    Err(ServerError::UnknownTarget {
+        space: space.name().to_string(),
+        id: target.to_string(),
+    })
+}
