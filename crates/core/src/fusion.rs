@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Channel, FragmentKey, RankedList};
+use crate::settings::{Fusion, Settings};
 
 /// A fragment's place in one list and what that place contributed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,6 +64,60 @@ pub fn rrf(lists: &[RankedList], rrf_k: u32) -> Vec<FusedFragment> {
             });
         }
     }
+    sort_fused(&mut fused);
+    fused
+}
+
+/// Fuses by the method the settings name.
+pub fn fuse(lists: &[RankedList], settings: &Settings) -> Vec<FusedFragment> {
+    match settings.finder.fusion {
+        Fusion::Rrf => rrf(lists, settings.finder.rrf_k),
+        Fusion::Cc => convex(lists, settings.finder.alpha),
+    }
+}
+
+/// Convex combination: each list's scores are min-max normalised to [0, 1]; the dense list
+/// weighs `alpha`, the lexical lists share `1 − alpha` equally. When only one side ran, it
+/// takes the whole weight. `share` in each [`ListRank`] is the weighted normalised score.
+pub fn convex(lists: &[RankedList], alpha: f64) -> Vec<FusedFragment> {
+    let dense = |c: Channel| c == Channel::Vector;
+    let n_dense = lists.iter().filter(|l| dense(l.channel) && !l.hits.is_empty()).count();
+    let n_sparse = lists.iter().filter(|l| !dense(l.channel) && !l.hits.is_empty()).count();
+    let (dense_side, sparse_side) = match (n_dense, n_sparse) {
+        (0, _) => (0.0, 1.0),
+        (_, 0) => (1.0, 0.0),
+        _ => (alpha, 1.0 - alpha),
+    };
+    let mut by_fragment: HashMap<FragmentKey, usize> = HashMap::new();
+    let mut fused: Vec<FusedFragment> = Vec::new();
+    for list in lists.iter().filter(|l| !l.hits.is_empty()) {
+        let weight = if dense(list.channel) {
+            dense_side / n_dense as f64
+        } else {
+            sparse_side / n_sparse as f64
+        };
+        let max = list.hits.iter().map(|h| h.score as f64).fold(f64::MIN, f64::max);
+        let min = list.hits.iter().map(|h| h.score as f64).fold(f64::MAX, f64::min);
+        for (i, hit) in list.hits.iter().enumerate() {
+            let slot = *by_fragment.entry(hit.fragment).or_insert_with(|| {
+                fused.push(FusedFragment { fragment: hit.fragment, seed: 0.0, lists: Vec::new() });
+                fused.len() - 1
+            });
+            let entry = &mut fused[slot];
+            if entry.lists.iter().any(|l| l.channel == list.channel) {
+                continue;
+            }
+            let normalized = if max > min { (hit.score as f64 - min) / (max - min) } else { 1.0 };
+            let share = weight * normalized;
+            entry.seed += share;
+            entry.lists.push(ListRank { channel: list.channel, rank: i as u32 + 1, score: hit.score, share });
+        }
+    }
+    sort_fused(&mut fused);
+    fused
+}
+
+fn sort_fused(fused: &mut [FusedFragment]) {
     let best_rank = |f: &FusedFragment| f.lists.iter().map(|l| l.rank).min().unwrap_or(u32::MAX);
     fused.sort_by(|a, b| {
         b.seed
@@ -70,7 +125,6 @@ pub fn rrf(lists: &[RankedList], rrf_k: u32) -> Vec<FusedFragment> {
             .then_with(|| best_rank(a).cmp(&best_rank(b)))
             .then_with(|| a.fragment.cmp(&b.fragment))
     });
-    fused
 }
 
 /// Divides every score by the largest, so the top becomes 1.0. Returns the divisor
@@ -128,6 +182,34 @@ mod tests {
         let fused = rrf(&[list(Channel::Lexical, &[7, 7, 8])], 60);
         assert_eq!(fused[0].seed, 1.0 / 61.0);
         assert_eq!(fused[1].seed, 1.0 / 63.0);
+    }
+
+    #[test]
+    fn convex_blends_normalised_scores() {
+        let lex = RankedList {
+            channel: Channel::Lexical,
+            hits: vec![
+                ScoredFragment { fragment: FragmentKey(1), score: 10.0 },
+                ScoredFragment { fragment: FragmentKey(2), score: 5.0 },
+                ScoredFragment { fragment: FragmentKey(3), score: 0.0 },
+            ],
+        };
+        let dense = RankedList {
+            channel: Channel::Vector,
+            hits: vec![
+                ScoredFragment { fragment: FragmentKey(3), score: 0.9 },
+                ScoredFragment { fragment: FragmentKey(1), score: 0.5 },
+            ],
+        };
+        let fused = convex(&[lex.clone(), dense.clone()], 0.5);
+        let seeds: Vec<(u64, f64)> = fused.iter().map(|f| (f.fragment.0, f.seed)).collect();
+        assert_eq!(seeds, vec![(1, 0.5), (3, 0.5), (2, 0.25)]);
+        // alpha = 1 listens to the dense list only.
+        let fused = convex(&[lex.clone(), dense], 1.0);
+        assert_eq!(fused[0].fragment, FragmentKey(3));
+        // Alone, the lexical list takes the whole weight whatever alpha says.
+        let fused = convex(&[lex], 0.9);
+        assert_eq!(fused[0].seed, 1.0);
     }
 
     #[test]

@@ -15,7 +15,7 @@ mod settings;
 
 pub use bm25::{bm25_idf, bm25_term_score, Bm25Params};
 pub use error::{SettingsError, SettingsErrorKind};
-pub use fusion::{normalize_top, rrf, FusedFragment, ListRank};
+pub use fusion::{convex, fuse, normalize_top, rrf, FusedFragment, ListRank};
 pub use model::{
     Channel, ChannelReport, ChannelStatus, Diagnostics, Envelope, Explain, ExplainPart, Extent,
     FragmentKey, Hint, Hit, RankedList, ScoredFragment, SearchResponse, SourceKey, StageTime,
@@ -23,7 +23,9 @@ pub use model::{
 pub use pipeline::{search, ChannelOutcome, FragmentMeta, Retriever, SourceView, Stopwatch};
 pub use rollup::{rollup, RollupPart, SourceScore};
 pub use settings::{
-    levenshtein, FinderSettings, IndexSettings, LexicalSettings, Settings, TrigramMode, DEFAULT_B,
+    levenshtein, EmbedBackend, EmbedSettings, FinderSettings, Fusion, IndexSettings,
+    LexicalSettings, Settings, TrigramMode, VectorSettings, DEFAULT_ALPHA, DEFAULT_EF_SEARCH,
+    DEFAULT_MAX_VECTOR_DISTANCE, DEFAULT_QUERY_EMBED_TIMEOUT_MS, DEFAULT_VEC_LIST_SIZE, DEFAULT_B,
     DEFAULT_FRAGMENT_MAX_CHARS, DEFAULT_FTS_LIST_SIZE, DEFAULT_K1, DEFAULT_MAX_HINTS,
     DEFAULT_RRF_K, DEFAULT_SUMMARY_MAX_CHARS,
 };

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use crate::fusion::{normalize_top, rrf};
+use crate::fusion::{fuse, normalize_top};
 use crate::model::{
     Channel, ChannelReport, ChannelStatus, Diagnostics, Envelope, Explain, ExplainPart, Extent,
     FragmentKey, Hint, Hit, RankedList, SearchResponse, SourceKey, StageTime,
@@ -155,7 +155,7 @@ pub fn search<R: Retriever>(
             });
         }
 
-        let fused = rrf(&lists, settings.finder.rrf_k);
+        let fused = fuse(&lists, settings);
         watch.lap("fusion");
 
         let keys: Vec<FragmentKey> = fused.iter().map(|f| f.fragment).collect();

@@ -19,6 +19,12 @@ pub const DEFAULT_PREVIEW_CHARS: usize = 240;
 pub const DEFAULT_FRAGMENT_MAX_CHARS: usize = 3200;
 pub const DEFAULT_SUMMARY_MAX_CHARS: usize = 280;
 pub const DEFAULT_LANGUAGE: &str = "english";
+pub const DEFAULT_MAX_VECTOR_DISTANCE: f32 = 0.9;
+pub const DEFAULT_EF_SEARCH: usize = 128;
+pub const DEFAULT_QUERY_EMBED_TIMEOUT_MS: u64 = 2_000;
+pub const DEFAULT_ALPHA: f64 = 0.5;
+pub const DEFAULT_EMBED_MAX_TOKENS: usize = 256;
+pub const DEFAULT_EMBED_BATCH_SIZE: usize = 32;
 
 /// Languages with a stemmer and a stop list.
 pub const LANGUAGES: &[&str] = &[
@@ -44,8 +50,97 @@ pub const LANGUAGES: &[&str] = &[
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
     pub index: IndexSettings,
+    pub embed: EmbedSettings,
     pub lexical: LexicalSettings,
+    pub vector: VectorSettings,
     pub finder: FinderSettings,
+}
+
+/// Which model makes the vectors. Index-time for the vector layer: a change rebuilds the
+/// vectors (and only them) on the next `finder index`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmbedSettings {
+    /// `minilm`, `http` or `none` (no semantic layer).
+    pub backend: EmbedBackend,
+    /// MiniLM model folder; empty means the default data folder.
+    pub model_dir: String,
+    /// Longest input, in word pieces.
+    pub max_tokens: usize,
+    /// Texts per inference batch.
+    pub batch_size: usize,
+    /// OpenAI-compatible `/v1/embeddings` URL, or Ollama's `/api/embed`.
+    pub http_url: String,
+    pub http_model: String,
+    /// Bearer token for the endpoint; empty for none. Prefer `FINDER_EMBED_API_KEY`.
+    pub http_api_key: String,
+    pub http_timeout_ms: u64,
+    pub http_retries: u32,
+}
+
+impl Default for EmbedSettings {
+    fn default() -> Self {
+        EmbedSettings {
+            backend: EmbedBackend::Minilm,
+            model_dir: String::new(),
+            max_tokens: DEFAULT_EMBED_MAX_TOKENS,
+            batch_size: DEFAULT_EMBED_BATCH_SIZE,
+            http_url: String::new(),
+            http_model: String::new(),
+            http_api_key: String::new(),
+            http_timeout_ms: 30_000,
+            http_retries: 3,
+        }
+    }
+}
+
+/// The embedding backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbedBackend {
+    /// all-MiniLM-L6-v2 run in Rust; used when its model folder is present.
+    Minilm,
+    /// An embedding server speaking the OpenAI or Ollama API.
+    Http,
+    /// No semantic layer.
+    None,
+}
+
+/// The vector channel (query-time).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VectorSettings {
+    pub enabled: bool,
+    /// Candidates taken from the vector list.
+    pub vec_list_size: usize,
+    /// Hits farther than this cosine distance (1 − cosine) are dropped.
+    pub max_vector_distance: f32,
+    /// ANN beam width; the window is reordered by exact cosine.
+    pub ef_search: usize,
+    /// Past this, the query is answered without the vector channel.
+    pub query_embed_timeout_ms: u64,
+}
+
+impl Default for VectorSettings {
+    fn default() -> Self {
+        VectorSettings {
+            enabled: true,
+            vec_list_size: DEFAULT_VEC_LIST_SIZE,
+            max_vector_distance: DEFAULT_MAX_VECTOR_DISTANCE,
+            ef_search: DEFAULT_EF_SEARCH,
+            query_embed_timeout_ms: DEFAULT_QUERY_EMBED_TIMEOUT_MS,
+        }
+    }
+}
+
+/// How channel lists merge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fusion {
+    /// Reciprocal rank fusion.
+    Rrf,
+    /// Convex combination of min-max normalised scores, `alpha` toward dense.
+    Cc,
 }
 
 /// Index-time settings: changing them rebuilds the index on the next `finder index`.
@@ -93,6 +188,8 @@ pub enum TrigramMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LexicalSettings {
+    /// Run the BM25 lists (off only for ablations such as the `dense` eval preset).
+    pub enabled: bool,
     pub k1: f32,
     pub b: f32,
     /// Candidates taken from each lexical list.
@@ -103,6 +200,7 @@ pub struct LexicalSettings {
 impl Default for LexicalSettings {
     fn default() -> Self {
         LexicalSettings {
+            enabled: true,
             k1: DEFAULT_K1,
             b: DEFAULT_B,
             fts_list_size: DEFAULT_FTS_LIST_SIZE,
@@ -115,7 +213,10 @@ impl Default for LexicalSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FinderSettings {
+    pub fusion: Fusion,
     pub rrf_k: u32,
+    /// Weight of the dense list in `cc` fusion.
+    pub alpha: f64,
     pub max_hints: usize,
     /// Weights of a source's best, second and third fragment.
     pub rollup_weights: Vec<f64>,
@@ -126,7 +227,9 @@ pub struct FinderSettings {
 impl Default for FinderSettings {
     fn default() -> Self {
         FinderSettings {
+            fusion: Fusion::Rrf,
             rrf_k: DEFAULT_RRF_K,
+            alpha: DEFAULT_ALPHA,
             max_hints: DEFAULT_MAX_HINTS,
             rollup_weights: DEFAULT_ROLLUP_WEIGHTS.to_vec(),
             preview_chars: DEFAULT_PREVIEW_CHARS,
@@ -223,7 +326,7 @@ impl Settings {
     pub fn list_size(&self, channel: crate::Channel) -> usize {
         match channel {
             crate::Channel::Lexical | crate::Channel::Trigram => self.lexical.fts_list_size,
-            crate::Channel::Vector => DEFAULT_VEC_LIST_SIZE,
+            crate::Channel::Vector => self.vector.vec_list_size,
         }
     }
 
@@ -254,8 +357,22 @@ impl Settings {
         check.range("lexical.k1", l.k1 as f64, 0.0, 3.0)?;
         check.range("lexical.b", l.b as f64, 0.0, 1.0)?;
         check.range("lexical.fts_list_size", l.fts_list_size as f64, 10.0, 200.0)?;
+        let e = &self.embed;
+        check.range("embed.max_tokens", e.max_tokens as f64, 8.0, 512.0)?;
+        check.range("embed.batch_size", e.batch_size as f64, 1.0, 1024.0)?;
+        check.range("embed.http_timeout_ms", e.http_timeout_ms as f64, 100.0, 600_000.0)?;
+        check.range("embed.http_retries", e.http_retries as f64, 0.0, 10.0)?;
+        if e.backend == EmbedBackend::Http && e.http_url.is_empty() {
+            return Err(check.invalid("embed.http_url", "\"\"", "an http(s) URL when embed.backend = \"http\""));
+        }
+        let v = &self.vector;
+        check.range("vector.vec_list_size", v.vec_list_size as f64, 10.0, 500.0)?;
+        check.range("vector.max_vector_distance", v.max_vector_distance as f64, 0.0, 2.0)?;
+        check.range("vector.ef_search", v.ef_search as f64, 10.0, 2_000.0)?;
+        check.range("vector.query_embed_timeout_ms", v.query_embed_timeout_ms as f64, 1.0, 600_000.0)?;
         let f = &self.finder;
         check.range("finder.rrf_k", f.rrf_k as f64, 10.0, 200.0)?;
+        check.range("finder.alpha", f.alpha, 0.0, 1.0)?;
         check.range("finder.max_hints", f.max_hints as f64, 0.0, 10.0)?;
         check.range(
             "finder.preview_chars",

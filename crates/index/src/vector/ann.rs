@@ -1585,6 +1585,20 @@ mod tests {
             built.as_secs_f64() * 1e6 / n as f64,
             index.max_level + 1
         );
+        let (mut top1, mut top10, mut random) = (0.0, 0.0, 0.0);
+        for (i, q) in queries.iter().enumerate() {
+            let hits = index.exact(q, 10);
+            top1 += f64::from(hits[0].1);
+            top10 += f64::from(hits[9].1);
+            random += f64::from(dot(q, &points[(i * 7919) % n]));
+        }
+        let nq = queries.len() as f64;
+        eprintln!(
+            "similarity: top-1 {:.3}, top-10 {:.3}, random pair {:.3}",
+            top1 / nq,
+            top10 / nq,
+            random / nq
+        );
         for ef in [10, 16, 24, 32, 48, 64, 96, 128, 200] {
             let r = recall(&index, &queries, 10, ef);
             let started = Instant::now();
