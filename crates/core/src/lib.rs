@@ -6,6 +6,7 @@
 //! can be tested in memory.
 
 mod bm25;
+mod embed;
 mod error;
 mod fusion;
 mod model;
@@ -14,6 +15,7 @@ mod rollup;
 mod settings;
 
 pub use bm25::{bm25_idf, bm25_term_score, Bm25Params};
+pub use embed::Embed;
 pub use error::{SettingsError, SettingsErrorKind};
 pub use fusion::{convex, fuse, normalize_top, rrf, FusedFragment, ListRank};
 pub use model::{

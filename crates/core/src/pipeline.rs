@@ -67,6 +67,12 @@ pub trait Retriever {
     /// Looks up a source for display.
     fn source(&self, source: SourceKey) -> Result<Option<SourceView>, Self::Error>;
 
+    /// Timings of sub-stages the store measured itself (e.g. query embedding), reported
+    /// after the pipeline's own stages.
+    fn extra_stages(&self) -> Vec<StageTime> {
+        Vec::new()
+    }
+
     /// Text preview (at most `max_chars` characters) and extent of a fragment.
     fn hint(
         &self,
@@ -231,7 +237,8 @@ pub fn search<R: Retriever>(
     }
     watch.lap("materialize");
 
-    let (stages, total_ms) = watch.finish();
+    let (mut stages, total_ms) = watch.finish();
+    stages.extend(store.extra_stages());
     Ok(SearchResponse {
         query: query.to_string(),
         offset,

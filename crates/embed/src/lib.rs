@@ -88,6 +88,31 @@ impl Embedder {
     }
 }
 
+impl finder_core::Embed for Embedder {
+    fn model_id(&self) -> &str {
+        Embedder::model_id(self)
+    }
+
+    fn dim(&self) -> usize {
+        Embedder::dim(self)
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        Embedder::embed(self, texts).map_err(|e| e.to_string())
+    }
+}
+
+/// Loads the backend the settings name, ready to hand to the index: `Ok(None)` when the
+/// semantic layer is off, `Err(reason)` when it is on but unavailable (the reason is shown in
+/// diagnostics).
+pub fn load(settings: &finder_core::EmbedSettings) -> Result<Option<std::sync::Arc<dyn finder_core::Embed>>, String> {
+    match Embedder::from_settings(settings) {
+        Ok(Some(e)) => Ok(Some(std::sync::Arc::new(e))),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Where a model folder is expected when the settings name none.
 pub fn model_dir_or_default(configured: &str) -> PathBuf {
     if configured.is_empty() {

@@ -2,8 +2,10 @@
 
 use std::path::PathBuf;
 
-use finder_core::Settings;
-use finder_index::{index_inputs, Finder};
+use std::sync::Arc;
+
+use finder_core::{Embed, Settings};
+use finder_index::{build_vectors, index_inputs, Finder};
 
 use crate::dataset::{corpus_fingerprint, Dataset};
 use crate::error::EvalError;
@@ -62,17 +64,21 @@ impl RunSpec {
     }
 }
 
-/// Expands a comma-separated list of preset names.
+/// Expands a comma-separated list of preset names: `lexical` (BM25 lists only), `dense`
+/// (vector list only), `hybrid` (both, the defaults), `full` (every layer on).
 pub fn presets(names: &str) -> Result<Vec<RunSpec>, EvalError> {
+    let spec = |name: &str, overrides: &[&str]| RunSpec {
+        name: name.to_string(),
+        overrides: overrides.iter().map(|s| s.to_string()).collect(),
+    };
     names
         .split(',')
         .map(str::trim)
         .filter(|n| !n.is_empty())
         .map(|name| match name {
-            "lexical" => Ok(RunSpec { name: name.into(), overrides: Vec::new() }),
-            "dense" | "hybrid" | "full" => Err(EvalError::Run(format!(
-                "preset `{name}` needs the semantic layer (vector channel), which this build does not have yet; use `lexical` or a custom --run"
-            ))),
+            "lexical" => Ok(spec(name, &["vector.enabled=false"])),
+            "dense" => Ok(spec(name, &["lexical.enabled=false"])),
+            "hybrid" | "full" => Ok(spec(name, &[])),
             other => Err(EvalError::Run(format!(
                 "unknown preset `{other}`; known: lexical, dense, hybrid, full (or --run NAME:key=value,...)"
             ))),
@@ -143,7 +149,9 @@ pub fn evaluate(
         &options.base,
         &mut |_| {},
     )?;
-    let finder = Finder::open(&index_dir, options.base.clone())?;
+    let semantic = semantic_layer(&index_dir, &options.base, progress)?;
+    let mut finder = Finder::open(&index_dir, options.base.clone())?;
+    finder.attach_embedder(semantic.clone());
 
     let mut report = Report::new(dataset.name.clone(), dataset.queries.len());
     for spec in &options.runs {
@@ -154,6 +162,11 @@ pub fn evaluate(
                     run: spec.name.clone(),
                     source: Box::new(source),
                 })?;
+        if spec.name == "dense" {
+            if let Err(reason) = &semantic {
+                return Err(EvalError::Run(format!("run `dense` needs the semantic layer: {reason}")));
+            }
+        }
         progress(&format!("run {}", spec.name));
         let (per_query, latency, notes) = run_queries(&finder, &dataset, &settings)?;
         let mut run = RunReport::new(
@@ -165,6 +178,26 @@ pub fn evaluate(
         report.add_run(spec.name.clone(), run);
     }
     Ok(report)
+}
+
+/// Builds the vectors (incrementally) and loads the query-side model; `Err(reason)` when the
+/// semantic layer is unavailable, which runs report as a note.
+fn semantic_layer(
+    index_dir: &std::path::Path,
+    settings: &Settings,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Result<Option<Arc<dyn Embed>>, String>, EvalError> {
+    let embedder = match finder_embed::Embedder::from_settings(&settings.embed) {
+        Ok(Some(e)) => Arc::new(e),
+        Ok(None) => return Ok(Ok(None)),
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    build_vectors(index_dir, settings, embedder.as_ref(), &mut |done, total| {
+        if total > 0 {
+            progress(&format!("embedding {done}/{total} fragments"));
+        }
+    })?;
+    Ok(Ok(Some(embedder as Arc<dyn Embed>)))
 }
 
 fn run_queries(
@@ -213,33 +246,42 @@ fn settings_json(settings: &Settings) -> serde_json::Value {
     value
 }
 
-/// Checks `metric=minimum` thresholds against every run; the error lists each miss.
+/// Checks `[run.]metric=minimum` thresholds (`ndcg@10=0.675` for every run,
+/// `hybrid.ndcg@10=0.715` for one); the error lists each miss.
 pub fn check_minimums(report: &Report, minimums: &[String]) -> Result<(), EvalError> {
     let mut misses = Vec::new();
     for spec in minimums {
-        let Some((metric, min)) = spec.split_once('=') else {
+        let Some((target, min)) = spec.split_once('=') else {
             return Err(EvalError::Run(format!(
-                "--min `{spec}`: expected METRIC=VALUE, e.g. ndcg@10=0.675"
+                "--min `{spec}`: expected [RUN.]METRIC=VALUE, e.g. ndcg@10=0.675"
             )));
         };
         let min: f64 = min
             .trim()
             .parse()
             .map_err(|_| EvalError::Run(format!("--min `{spec}`: `{min}` is not a number")))?;
+        let (only_run, metric) = match target.trim().split_once('.') {
+            Some((run, metric)) => (Some(run), metric),
+            None => (None, target.trim()),
+        };
+        if let Some(run) = only_run {
+            if !report.runs.contains_key(run) {
+                return Err(EvalError::Run(format!("--min `{spec}`: no run named `{run}` in this eval")));
+            }
+        }
         for (name, run) in report.ordered_runs() {
-            let Some((_, value)) = run
-                .metrics
-                .entries()
-                .into_iter()
-                .find(|(k, _)| *k == metric.trim())
-            else {
-                let known: Vec<&str> = run.metrics.entries().iter().map(|(k, _)| *k).collect();
+            if only_run.is_some_and(|r| r != name) {
+                continue;
+            }
+            let entries = run.metrics.entries();
+            let Some((_, value)) = entries.iter().find(|(k, _)| *k == metric) else {
+                let known: Vec<&str> = entries.iter().map(|(k, _)| *k).collect();
                 return Err(EvalError::Run(format!(
                     "--min: unknown metric `{metric}`; known: {}",
                     known.join(", ")
                 )));
             };
-            if value < min {
+            if *value < min {
                 misses.push(format!("{name} {metric} = {value:.4} < {min}"));
             }
         }

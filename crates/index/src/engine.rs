@@ -6,10 +6,12 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use finder_core::{
-    Bm25Params, Channel, ChannelOutcome, Extent, FragmentKey, FragmentMeta, Retriever,
-    SearchResponse, Settings, SourceKey, SourceView, TrigramMode,
+    Bm25Params, Channel, ChannelOutcome, Embed, Extent, FragmentKey, FragmentMeta, Retriever,
+    SearchResponse, Settings, SourceKey, SourceView, StageTime, TrigramMode,
 };
 use serde::Serialize;
 use tantivy::schema::{IndexRecordOption, Value};
@@ -24,6 +26,7 @@ use crate::lexical::{query_terms, top_k};
 use crate::record::{CommitInfo, FragmentRecord, RunCounts};
 use crate::schema::{register_analyzers, resolve, Fields};
 use crate::store_error;
+use crate::vector::{VectorIndex, VECTOR_DIR};
 use crate::writer::{commit_info, LEXICAL_DIR};
 
 /// Name of the settings file looked up in the index folder.
@@ -57,6 +60,33 @@ pub struct Status {
     pub settings: finder_core::IndexSettings,
     pub last_run: RunCounts,
     pub committed_at: u64,
+    /// The vector layer, when one has been built.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vectors: Option<VectorStatus>,
+}
+
+/// How far the vector layer is.
+#[derive(Debug, Clone, Serialize)]
+pub struct VectorStatus {
+    pub model_id: String,
+    /// Vectors in the published graph.
+    pub done: usize,
+    /// Fragments in the lexical index now.
+    pub total: u64,
+    /// Vectors already embedded but not yet in the published graph (a build in progress or
+    /// interrupted).
+    pub pending: bool,
+}
+
+/// The query-side embedding model.
+enum Semantic {
+    /// None attached: the library user did not ask for one.
+    Detached,
+    /// `embed.backend = "none"`.
+    Off,
+    /// Configured but unusable; the reason is shown in diagnostics.
+    Unavailable(String),
+    Ready(Arc<dyn Embed>),
 }
 
 /// A Finder index opened for reading.
@@ -67,6 +97,8 @@ pub struct Finder {
     fields: Fields,
     info: CommitInfo,
     settings: Settings,
+    vectors: std::result::Result<Option<VectorIndex>, String>,
+    semantic: Semantic,
 }
 
 impl Finder {
@@ -91,6 +123,7 @@ impl Finder {
             .map_err(|e| store_error(dir, e))?;
         let mut settings = settings;
         settings.index = info.settings.clone();
+        let vectors = VectorIndex::open(&dir.join(VECTOR_DIR)).map_err(|e| e.to_string());
         Ok(Finder {
             dir: dir.to_path_buf(),
             index,
@@ -98,7 +131,19 @@ impl Finder {
             fields,
             info,
             settings,
+            vectors,
+            semantic: Semantic::Detached,
         })
+    }
+
+    /// Attaches the query-side embedding model, as `finder_embed::load` returns it:
+    /// `Ok(None)` when the semantic layer is off, `Err(reason)` when it is unavailable.
+    pub fn attach_embedder(&mut self, embedder: std::result::Result<Option<Arc<dyn Embed>>, String>) {
+        self.semantic = match embedder {
+            Ok(Some(e)) => Semantic::Ready(e),
+            Ok(None) => Semantic::Off,
+            Err(reason) => Semantic::Unavailable(reason),
+        };
     }
 
     /// The base settings of this index (index-time values as indexed).
@@ -112,6 +157,11 @@ impl Finder {
         let mut settings = self.settings.clone();
         for o in overrides {
             settings.set(o)?;
+            if settings.embed != self.settings.embed {
+                let key = o.split_once('=').map_or(o.as_str(), |(k, _)| k.trim()).to_string();
+                let indexed = "the model the vectors were built with".to_string();
+                return Err(IndexError::IndexTimeSetting { key, indexed });
+            }
             if settings.index != self.info.settings {
                 let key = o
                     .split_once('=')
@@ -141,6 +191,7 @@ impl Finder {
             finder: self,
             searcher: self.reader.searcher(),
             seen: RefCell::new(HashMap::new()),
+            extra: RefCell::new(Vec::new()),
         };
         finder_core::search(&run, query, settings, offset, limit)
     }
@@ -158,6 +209,28 @@ impl Finder {
             settings: self.info.settings.clone(),
             last_run: self.info.last_run,
             committed_at: self.info.committed_at,
+            vectors: self.vector_status(),
+        })
+    }
+
+    fn vector_status(&self) -> Option<VectorStatus> {
+        let vdir = self.dir.join(VECTOR_DIR);
+        let state = crate::vector::read_state(&vdir).ok().flatten();
+        let log_len = std::fs::metadata(vdir.join(crate::vector::LOG_FILE)).map_or(0, |m| m.len());
+        if state.is_none() && log_len == 0 {
+            return None;
+        }
+        let state_time = std::fs::metadata(vdir.join(crate::vector::STATE_FILE)).and_then(|m| m.modified()).ok();
+        let log_time = std::fs::metadata(vdir.join(crate::vector::LOG_FILE)).and_then(|m| m.modified()).ok();
+        Some(VectorStatus {
+            model_id: state.as_ref().map_or_else(String::new, |s| s.model_id.clone()),
+            done: state.as_ref().map_or(0, |s| s.vectors),
+            total: self.info.fragments,
+            pending: match (state_time, log_time) {
+                (Some(s), Some(l)) => l > s,
+                (None, Some(_)) => true,
+                _ => false,
+            },
         })
     }
 
@@ -201,6 +274,8 @@ struct QueryRun<'a> {
     finder: &'a Finder,
     searcher: Searcher,
     seen: RefCell<HashMap<FragmentKey, Seen>>,
+    /// Sub-stage timings (query embedding) reported with the response.
+    extra: RefCell<Vec<StageTime>>,
 }
 
 impl QueryRun<'_> {
@@ -336,11 +411,72 @@ impl QueryRun<'_> {
     }
 }
 
+impl QueryRun<'_> {
+    fn vector(&self, query: &str, settings: &Settings, depth: usize) -> Result<ChannelOutcome> {
+        let degraded = |why: String| Ok(ChannelOutcome::Degraded(why));
+        if !settings.vector.enabled {
+            return Ok(ChannelOutcome::Skipped("vector.enabled = false".into()));
+        }
+        let embedder = match &self.finder.semantic {
+            Semantic::Off => return Ok(ChannelOutcome::Skipped("embed.backend = \"none\"".into())),
+            Semantic::Detached => return degraded("no embedding model attached to this reader".into()),
+            Semantic::Unavailable(reason) => return degraded(reason.clone()),
+            Semantic::Ready(e) => Arc::clone(e),
+        };
+        let index = match &self.finder.vectors {
+            Ok(Some(index)) => index,
+            Ok(None) => return degraded("no vectors built yet; run `finder index` with the model installed".into()),
+            Err(reason) => return degraded(format!("vector index unreadable: {reason}")),
+        };
+        if index.state.model_id != embedder.model_id() {
+            return degraded(format!(
+                "vectors were built with `{}` but the configured model is `{}`; run `finder index` to rebuild them",
+                index.state.model_id,
+                embedder.model_id()
+            ));
+        }
+        if query.trim().is_empty() {
+            return Ok(ChannelOutcome::Skipped("the query is empty".into()));
+        }
+        let started = Instant::now();
+        let timeout = Duration::from_millis(settings.vector.query_embed_timeout_ms);
+        let embedded = embed_with_timeout(embedder, query.to_string(), timeout);
+        self.extra.borrow_mut().push(StageTime { stage: "vector.embed".into(), ms: started.elapsed().as_secs_f64() * 1e3 });
+        let vector = match embedded {
+            Ok(v) if v.len() == index.dim() => v,
+            Ok(v) => return degraded(format!("the model returned {} dimensions, the index has {}", v.len(), index.dim())),
+            Err(reason) => return degraded(reason),
+        };
+        let v = &settings.vector;
+        let hits = index
+            .search(&vector, depth, v.ef_search, v.max_vector_distance)
+            .into_iter()
+            .map(|(key, sim)| finder_core::ScoredFragment { fragment: FragmentKey(key), score: sim })
+            .collect();
+        Ok(ChannelOutcome::Ran(finder_core::RankedList { channel: Channel::Vector, hits }))
+    }
+}
+
+/// Embeds the query on another thread and gives up after `timeout`: a slow model or server
+/// costs the query its vector list, never its answer.
+fn embed_with_timeout(embedder: Arc<dyn Embed>, query: String, timeout: Duration) -> std::result::Result<Vec<f32>, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(embedder.embed(&[query.as_str()]));
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(mut vectors)) if vectors.len() == 1 => Ok(vectors.remove(0)),
+        Ok(Ok(_)) => Err("the model returned no vector for the query".into()),
+        Ok(Err(e)) => Err(format!("query embedding failed: {e}")),
+        Err(_) => Err(format!("query embedding took longer than {} ms (vector.query_embed_timeout_ms)", timeout.as_millis())),
+    }
+}
+
 impl Retriever for QueryRun<'_> {
     type Error = IndexError;
 
     fn channels(&self) -> Vec<Channel> {
-        vec![Channel::Lexical, Channel::Trigram]
+        vec![Channel::Lexical, Channel::Trigram, Channel::Vector]
     }
 
     fn retrieve(
@@ -351,6 +487,9 @@ impl Retriever for QueryRun<'_> {
         depth: usize,
     ) -> Result<ChannelOutcome> {
         match channel {
+            Channel::Lexical | Channel::Trigram if !settings.lexical.enabled => Ok(
+                ChannelOutcome::Skipped("lexical.enabled = false".into()),
+            ),
             Channel::Lexical => {
                 self.bm25(channel, self.fields().text, WORDS, query, settings, depth)
             }
@@ -380,10 +519,12 @@ impl Retriever for QueryRun<'_> {
                     depth,
                 )
             }
-            Channel::Vector => Ok(ChannelOutcome::Skipped(
-                "the semantic layer is not part of this index".into(),
-            )),
+            Channel::Vector => self.vector(query, settings, depth),
         }
+    }
+
+    fn extra_stages(&self) -> Vec<StageTime> {
+        self.extra.take()
     }
 
     fn fragment_meta(&self, fragments: &[FragmentKey]) -> Result<Vec<Option<FragmentMeta>>> {

@@ -33,6 +33,9 @@ pub enum IndexError {
         #[source]
         source: std::io::Error,
     },
+    /// The embedding backend failed while building vectors.
+    #[error("building vectors: {reason}")]
+    Embedding { reason: String },
     /// The index holds data this version cannot read.
     #[error("index at {path} is corrupt or from another version: {reason}")]
     Corrupt { path: PathBuf, reason: String },

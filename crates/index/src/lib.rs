@@ -15,6 +15,7 @@ mod lexical;
 mod preview;
 mod record;
 mod schema;
+mod vector;
 mod writer;
 
 pub use analyzer::looks_like_identifier;
@@ -23,6 +24,7 @@ pub use engine::{load_settings, Finder, Status, CONFIG_FILE};
 pub use error::{IndexError, Result};
 pub use ingest::{derive_summary, detect, fragment, read_input, InputKind};
 pub use record::{CommitInfo, RunCounts};
+pub use vector::{build_vectors, VectorReport, VectorState};
 pub use writer::{index_inputs, Progress, RunReport};
 
 fn store_error(dir: &std::path::Path, source: tantivy::TantivyError) -> IndexError {

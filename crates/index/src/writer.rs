@@ -203,12 +203,12 @@ pub fn index_inputs(
             let removed =
                 origins.contains(&r.origin) && !seen.contains(id) && !kept_ids.contains(id);
             if !removed {
-                totals.insert(id, r.fragments.max(1));
+                totals.insert(id, r.fragments);
             }
         }
     }
     for (id, r) in &written {
-        totals.insert(id, r.fragments.max(1));
+        totals.insert(id, r.fragments);
     }
     report.sources = totals.len() as u64;
     report.fragments = totals.values().map(|&n| n as u64).sum();

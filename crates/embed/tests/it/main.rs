@@ -1,6 +1,8 @@
 //! The MiniLM backend on the real model (installed by `finder model install`; in CI by
 //! `scripts/test.sh`). Without the model these tests say so and pass only outside CI.
 
+mod http;
+
 use finder_embed::{default_model_dir, verify_minilm, Embedder};
 
 fn model() -> Option<Embedder> {

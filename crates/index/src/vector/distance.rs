@@ -2,17 +2,20 @@
 //! distance.
 //!
 //! Every vector the index stores is normalised, so cosine similarity is the plain dot product
-//! and `cosine_distance = 1 - dot`. The dot product is the hot loop of the ANN index; it is
-//! written in chunks of eight with eight independent accumulators so that the compiler turns
-//! it into SIMD multiply-adds without `unsafe` or target-specific code. A single running sum
-//! would not vectorise: float addition is not associative, so the compiler must keep the
-//! sequential order unless the code itself spreads the sum over independent lanes.
+//! and `cosine_distance = 1 - dot`. The dot product is the hot loop of the ANN index. It keeps
+//! sixteen independent accumulators — two chunks of eight — so that the compiler turns it
+//! into SIMD multiply-adds without `unsafe` or target-specific code: a single running sum
+//! would not vectorise, because float addition is not associative and the compiler must keep
+//! the sequential order unless the code itself spreads the sum over independent lanes.
+//! Sixteen rather than eight lanes gives four independent SSE registers (two AVX ones), so
+//! the additions do not wait on each other's latency.
+//!
+//! The lanes are written out rather than looped over, and the slices are indexed rather than
+//! zipped: the release code is the same, but the crate's tests run unoptimised, where each
+//! iterator step is a function call, and this form is about six times faster there.
 
-// Until the engine wires up the vector channel, only the ANN index and the tests call these.
-#![cfg_attr(not(test), allow(dead_code))]
-
-/// Lanes per chunk: one AVX register of `f32`, two SSE/NEON registers.
-const LANES: usize = 8;
+/// Floats per block: two chunks of eight.
+const LANES: usize = 16;
 
 /// The dot product of two vectors of equal length.
 ///
@@ -24,30 +27,47 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len(), "dot of vectors of different lengths");
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
-    let a_chunks = a.chunks_exact(LANES);
-    let b_chunks = b.chunks_exact(LANES);
-    let (a_tail, b_tail) = (a_chunks.remainder(), b_chunks.remainder());
-
     let mut acc = [0.0f32; LANES];
-    for (x, y) in a_chunks.zip(b_chunks) {
-        // Fixed-size arrays let the compiler drop the bounds checks in the lane loop.
-        let x: &[f32; LANES] = x.try_into().expect("chunk of LANES");
-        let y: &[f32; LANES] = y.try_into().expect("chunk of LANES");
-        for i in 0..LANES {
-            acc[i] += x[i] * y[i];
-        }
+    let mut i = 0;
+    while i + LANES <= n {
+        let (x, y) = (&a[i..i + LANES], &b[i..i + LANES]);
+        acc[0] += x[0] * y[0];
+        acc[1] += x[1] * y[1];
+        acc[2] += x[2] * y[2];
+        acc[3] += x[3] * y[3];
+        acc[4] += x[4] * y[4];
+        acc[5] += x[5] * y[5];
+        acc[6] += x[6] * y[6];
+        acc[7] += x[7] * y[7];
+        acc[8] += x[8] * y[8];
+        acc[9] += x[9] * y[9];
+        acc[10] += x[10] * y[10];
+        acc[11] += x[11] * y[11];
+        acc[12] += x[12] * y[12];
+        acc[13] += x[13] * y[13];
+        acc[14] += x[14] * y[14];
+        acc[15] += x[15] * y[15];
+        i += LANES;
     }
-    let mut tail = 0.0f32;
-    for (x, y) in a_tail.iter().zip(b_tail) {
-        tail += x * y;
+    // Summing the lanes in order (not as a tree) lets the compiler keep `acc` in whole
+    // registers; a tree that pairs lanes makes it shuffle lanes inside the loop instead.
+    let mut sum = 0.0;
+    let mut lane = 0;
+    while lane < LANES {
+        sum += acc[lane];
+        lane += 1;
     }
-    // Pairwise reduction keeps the rounding error of the final sum small.
-    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+    while i < n {
+        sum += a[i] * b[i];
+        i += 1;
+    }
+    sum
 }
 
 /// Scales `v` to unit length in place. A zero (or non-finite-length) vector is left as it
 /// is, since it has no direction; its dot product with anything is then zero or NaN, and
 /// callers that care should reject it before indexing.
+#[cfg_attr(not(test), allow(dead_code))] // API for callers that embed; tests use it now.
 pub(crate) fn normalize(v: &mut [f32]) {
     let norm = dot(v, v).sqrt();
     if norm > 0.0 && norm.is_finite() {
@@ -61,6 +81,7 @@ pub(crate) fn normalize(v: &mut [f32]) {
 /// Cosine distance `1 - cos(a, b)` of two normalised vectors: 0 for the same direction, 1 for
 /// orthogonal, 2 for opposite.
 #[inline]
+#[cfg_attr(not(test), allow(dead_code))] // API; the index itself ranks by `dot`.
 pub(crate) fn cosine_distance(a: &[f32], b: &[f32]) -> f32 {
     1.0 - dot(a, b)
 }
@@ -85,7 +106,10 @@ mod tests {
     }
 
     fn naive_dot(a: &[f32], b: &[f32]) -> f64 {
-        a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum()
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| f64::from(*x) * f64::from(*y))
+            .sum()
     }
 
     #[test]
@@ -98,7 +122,10 @@ mod tests {
             let got = f64::from(dot(&a, &b));
             // Each product is below 1 in magnitude, so the error bound grows with the length.
             let tol = 1e-6 * (len as f64 + 1.0);
-            assert!((got - want).abs() <= tol, "len {len}: got {got}, want {want}");
+            assert!(
+                (got - want).abs() <= tol,
+                "len {len}: got {got}, want {want}"
+            );
         }
     }
 

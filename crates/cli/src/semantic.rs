@@ -1,0 +1,61 @@
+//! The semantic layer from the command line: opening an index with its embedding model,
+//! building vectors after a lexical commit, and installing the model.
+
+use std::io::IsTerminal;
+use std::path::Path;
+
+use anyhow::Result;
+use finder_core::{EmbedBackend, Settings};
+use finder_index::{build_vectors, Finder, VectorReport};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Opens an index for queries with the configured embedding model attached (or the reason it
+/// is unavailable, which queries report as a degraded vector channel).
+pub fn open(index: &Path, settings: Settings) -> Result<Finder> {
+    let embed = settings.embed.clone();
+    let mut finder = Finder::open(index, settings)?;
+    finder.attach_embedder(finder_embed::load(&embed));
+    Ok(finder)
+}
+
+/// What happened to the vector layer during `finder index`.
+pub enum VectorOutcome {
+    Built(VectorReport),
+    /// The semantic layer is off or unavailable; lexical search works regardless.
+    Skipped(String),
+}
+
+/// Builds the vectors after the lexical commit, with a progress bar on a terminal.
+pub fn build(index: &Path, settings: &Settings) -> Result<VectorOutcome> {
+    if settings.embed.backend == EmbedBackend::None {
+        return Ok(VectorOutcome::Skipped("embed.backend = \"none\"".into()));
+    }
+    let embedder = match finder_embed::Embedder::from_settings(&settings.embed) {
+        Ok(Some(e)) => e,
+        Ok(None) => return Ok(VectorOutcome::Skipped("embed.backend = \"none\"".into())),
+        Err(e) => return Ok(VectorOutcome::Skipped(e.to_string())),
+    };
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template("vectors {bar:30} {pos}/{len} fragments · {per_sec} · eta {eta}")
+                .expect("valid template"),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let report = build_vectors(index, settings, &embedder, &mut |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    })?;
+    bar.finish_and_clear();
+    Ok(VectorOutcome::Built(report))
+}
+
+/// `finder model install`: fetches the MiniLM model into `dir` (default data folder).
+pub fn install(dir: Option<&Path>) -> Result<()> {
+    let dir = dir.map_or_else(finder_embed::default_model_dir, Path::to_path_buf);
+    finder_embed::install_minilm(&dir, &mut |msg| eprintln!("{msg}"))?;
+    Ok(())
+}

@@ -1,0 +1,202 @@
+//! Building the vector layer after a lexical commit: embed the fragments that have no vector
+//! for their current text, log them durably as they come, then update the HNSW graph and
+//! publish it with its state file.
+//!
+//! Resumable: the log survives an interrupted build, and the next build embeds only what is
+//! missing. A different model id starts a fresh log, so changing the model rebuilds the
+//! vectors and nothing else.
+
+use std::collections::HashMap;
+use std::io::BufWriter;
+use std::path::Path;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use finder_core::{Embed, Settings};
+use serde::Serialize;
+use tantivy::schema::Value;
+use tantivy::TantivyDocument;
+
+use super::ann::{Hnsw, HnswParams};
+use super::search::{read_state, VectorState, ANN_FILE, LOG_FILE};
+use super::{log, VECTOR_DIR};
+use crate::error::{IndexError, Result};
+use crate::writer::{load_catalog, open_or_create};
+use crate::store_error;
+
+/// What a vector build did.
+#[derive(Debug, Clone, Serialize)]
+pub struct VectorReport {
+    pub model_id: String,
+    /// Fragments embedded in this build.
+    pub embedded: usize,
+    /// Fragments whose vector was already there.
+    pub reused: usize,
+    /// Vectors dropped because their fragment is gone.
+    pub removed: usize,
+    /// Vectors in the published index.
+    pub total: usize,
+    pub seconds: f64,
+}
+
+/// How often the log is made durable during a build.
+const SYNC_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Embeds what is missing and publishes the vector index. `progress(done, total)` counts
+/// fragments to embed in this build.
+pub fn build_vectors(
+    dir: &Path,
+    settings: &Settings,
+    embedder: &dyn Embed,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<VectorReport> {
+    let started = Instant::now();
+    let vdir = dir.join(VECTOR_DIR);
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| IndexError::Io { path, source }
+    };
+    std::fs::create_dir_all(&vdir).map_err(io_err(&vdir))?;
+    let model_id = embedder.model_id().to_string();
+    let dim = embedder.dim();
+
+    let fragments = embed_texts(dir, settings)?;
+    let log_path = vdir.join(LOG_FILE);
+    let existing = log::read(&log_path, &model_id, dim).map_err(io_err(&log_path))?;
+    let (mut have, valid_len) = match existing {
+        Some(c) => (c.vectors, Some(c.valid_len)),
+        None => (HashMap::new(), None),
+    };
+    let mut todo: Vec<&(u64, u64, String)> =
+        fragments.iter().filter(|(key, hash, _)| have.get(key).is_none_or(|(h, _)| h != hash)).collect();
+    // Similar lengths in a batch waste less on padding.
+    todo.sort_by_key(|(_, _, text)| text.len());
+    let reused = fragments.len() - todo.len();
+
+    let mut writer = log::LogWriter::open(&log_path, &model_id, dim, valid_len).map_err(io_err(&log_path))?;
+    let mut last_sync = Instant::now();
+    let batch = settings.embed.batch_size.max(1);
+    progress(0, todo.len());
+    for (i, chunk) in todo.chunks(batch).enumerate() {
+        let texts: Vec<&str> = chunk.iter().map(|(_, _, t)| t.as_str()).collect();
+        let vectors = embedder.embed(&texts).map_err(|reason| IndexError::Embedding { reason })?;
+        for ((key, hash, _), v) in chunk.iter().zip(vectors) {
+            if v.len() != dim {
+                return Err(IndexError::Embedding { reason: format!("model returned {} dimensions, expected {dim}", v.len()) });
+            }
+            writer.append(*key, *hash, &v).map_err(io_err(&log_path))?;
+            have.insert(*key, (*hash, v));
+        }
+        if last_sync.elapsed() > SYNC_EVERY {
+            writer.sync().map_err(io_err(&log_path))?;
+            last_sync = Instant::now();
+        }
+        progress(((i + 1) * batch).min(todo.len()), todo.len());
+    }
+    writer.sync().map_err(io_err(&log_path))?;
+    drop(writer);
+
+    // The live set: every current fragment with its current vector.
+    let live: HashMap<u64, u64> = fragments.iter().map(|(k, h, _)| (*k, *h)).collect();
+    let stale = have.len() - have.keys().filter(|k| live.contains_key(k)).count();
+    have.retain(|k, _| live.contains_key(k));
+    if stale > have.len() / 5 {
+        let mut entries: Vec<(&u64, &(u64, Vec<f32>))> = have.iter().collect();
+        entries.sort_by_key(|(k, _)| **k);
+        log::rewrite(&log_path, &model_id, dim, entries.into_iter().map(|(k, (h, v))| (*k, *h, v.as_slice())))
+            .map_err(io_err(&log_path))?;
+    }
+
+    // Update the previous graph when it was built by this model; otherwise start over.
+    let previous = read_state(&vdir).ok().flatten().filter(|s| s.model_id == model_id && s.dim == dim);
+    let mut graph = match previous {
+        Some(state) => super::search::read_ann(&vdir).ok().map(|g| (g, state.hashes)),
+        None => None,
+    };
+    let mut removed = 0;
+    let graph = match graph.take() {
+        Some((mut g, old_hashes)) => {
+            for (key, old_hash) in &old_hashes {
+                if live.get(key) != Some(old_hash) && g.remove(*key) {
+                    removed += 1;
+                }
+            }
+            for (key, (hash, v)) in &have {
+                if old_hashes.get(key) != Some(hash) {
+                    g.insert(*key, v);
+                }
+            }
+            if g.tombstones() > g.len() / 4 {
+                g.compact()
+            } else {
+                g
+            }
+        }
+        None => {
+            let mut g = Hnsw::new(dim, HnswParams::default());
+            let mut keys: Vec<&u64> = have.keys().collect();
+            keys.sort();
+            for key in keys {
+                g.insert(*key, &have[key].1);
+            }
+            g
+        }
+    };
+
+    let ann_path = vdir.join(ANN_FILE);
+    let tmp = vdir.join("ann.bin.tmp");
+    {
+        let file = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        graph.write_to(&mut w).map_err(io_err(&tmp))?;
+        let file = w.into_inner().map_err(|e| IndexError::Io { path: tmp.clone(), source: e.into_error() })?;
+        file.sync_all().map_err(io_err(&tmp))?;
+    }
+    std::fs::rename(&tmp, &ann_path).map_err(io_err(&ann_path))?;
+    let hashes: HashMap<u64, u64> = have.iter().map(|(k, (h, _))| (*k, *h)).collect();
+    let state = VectorState {
+        model_id: model_id.clone(),
+        dim,
+        vectors: graph.len(),
+        fragments: fragments.len(),
+        built_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        hashes,
+    };
+    super::search::write_state(&vdir, &state)?;
+    Ok(VectorReport {
+        model_id,
+        embedded: todo.len(),
+        reused,
+        removed,
+        total: graph.len(),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Every live fragment of the lexical index: `(fragment key, text hash, text to embed)`.
+/// The text is the source title, the heading and the fragment, as the lexical field has it.
+fn embed_texts(dir: &Path, settings: &Settings) -> Result<Vec<(u64, u64, String)>> {
+    let (index, fields) = open_or_create(dir, settings)?;
+    let titles: HashMap<String, String> =
+        load_catalog(&index, fields, dir)?.into_iter().map(|(id, r)| (id, r.envelope.title)).collect();
+    let reader = index.reader().map_err(|e| store_error(dir, e))?;
+    let searcher = reader.searcher();
+    let mut out = Vec::new();
+    for segment in searcher.segment_readers() {
+        let store = segment.get_store_reader(64).map_err(|e| store_error(dir, e.into()))?;
+        for doc_id in segment.doc_ids_alive() {
+            let doc: TantivyDocument = store.get(doc_id).map_err(|e| store_error(dir, e))?;
+            let text = |f| doc.get_first(f).and_then(|v| v.as_str()).unwrap_or("").to_string();
+            let body = text(fields.body);
+            if body.trim().is_empty() {
+                continue;
+            }
+            let key = doc.get_first(fields.fragment_key).and_then(|v| v.as_u64()).unwrap_or(0);
+            let title = titles.get(&text(fields.source_id)).map_or("", String::as_str);
+            let embed = if title.is_empty() { body } else { format!("{title}\n{body}") };
+            let hash = u64::from_le_bytes(blake3::hash(embed.as_bytes()).as_bytes()[..8].try_into().expect("8 bytes"));
+            out.push((key, hash, embed));
+        }
+    }
+    out.sort_by_key(|(k, _, _)| *k);
+    Ok(out)
+}

@@ -1,0 +1,19 @@
+//! The vector layer: fragment vectors kept beside the lexical index, an HNSW graph over them,
+//! and the build that fills both after a lexical commit.
+//!
+//! Files under `<index>/vectors/`: `vectors.log` (append-only records, the resumable part of a
+//! build), `ann.bin` (the HNSW graph with its vectors, replaced atomically) and `state.json`
+//! (what `ann.bin` holds, written last).
+
+pub(crate) mod ann;
+mod build;
+pub(crate) mod distance;
+mod log;
+mod search;
+
+pub use build::{build_vectors, VectorReport};
+pub use search::VectorState;
+pub(crate) use search::{read_state, VectorIndex, LOG_FILE, STATE_FILE};
+
+/// Sub-folder of the index folder that holds the vector layer.
+pub(crate) const VECTOR_DIR: &str = "vectors";

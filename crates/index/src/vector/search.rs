@@ -1,0 +1,98 @@
+//! The query side of the vector layer: the published graph and its state, loaded once per
+//! opened index, and nearest-neighbour search with an exact reorder of the ANN window.
+
+use std::collections::HashMap;
+use std::io::BufReader;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::ann::Hnsw;
+use super::distance::dot;
+use crate::error::{IndexError, Result};
+
+pub(crate) const LOG_FILE: &str = "vectors.log";
+pub(crate) const ANN_FILE: &str = "ann.bin";
+pub(crate) const STATE_FILE: &str = "state.json";
+
+/// What the published vector index holds. Written after `ann.bin`, so a state file always
+/// describes a complete graph.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VectorState {
+    pub model_id: String,
+    pub dim: usize,
+    /// Vectors in the graph.
+    pub vectors: usize,
+    /// Fragments in the lexical index when the graph was built.
+    pub fragments: usize,
+    pub built_at: u64,
+    /// Text hash per fragment key, so the next build knows what changed.
+    #[serde(default)]
+    pub hashes: HashMap<u64, u64>,
+}
+
+pub(crate) fn read_state(vdir: &Path) -> Result<Option<VectorState>> {
+    let path = vdir.join(STATE_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| IndexError::Corrupt { path, reason: format!("vector state: {e}") }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(IndexError::Io { path, source }),
+    }
+}
+
+pub(crate) fn write_state(vdir: &Path, state: &VectorState) -> Result<()> {
+    let path = vdir.join(STATE_FILE);
+    let tmp = vdir.join("state.json.tmp");
+    let text = serde_json::to_string(state).expect("state serialises");
+    let write = || -> std::io::Result<()> {
+        std::fs::write(&tmp, text)?;
+        std::fs::File::open(&tmp)?.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    };
+    write().map_err(|source| IndexError::Io { path: path.clone(), source })
+}
+
+pub(crate) fn read_ann(vdir: &Path) -> Result<Hnsw> {
+    let path = vdir.join(ANN_FILE);
+    let file = std::fs::File::open(&path).map_err(|source| IndexError::Io { path: path.clone(), source })?;
+    Hnsw::read_from(&mut BufReader::with_capacity(1 << 20, file))
+        .map_err(|e| IndexError::Corrupt { path, reason: e.to_string() })
+}
+
+/// A loaded vector index.
+pub(crate) struct VectorIndex {
+    graph: Hnsw,
+    pub state: VectorState,
+}
+
+impl VectorIndex {
+    /// Loads the published graph; `None` when no build has finished yet.
+    pub fn open(vdir: &Path) -> Result<Option<VectorIndex>> {
+        let Some(state) = read_state(vdir)? else { return Ok(None) };
+        let graph = read_ann(vdir)?;
+        Ok(Some(VectorIndex { graph, state }))
+    }
+
+    /// The `k` nearest fragments within `max_distance` (cosine distance), best first, as
+    /// `(fragment key, cosine similarity)`. The ANN window (half again as wide as `k`) is
+    /// reordered by exact float32 cosine before it is cut.
+    pub fn search(&self, query: &[f32], k: usize, ef: usize, max_distance: f32) -> Vec<(u64, f32)> {
+        let window = k + k / 2;
+        let mut hits: Vec<(u64, f32)> = self
+            .graph
+            .search(query, window, ef.max(window))
+            .into_iter()
+            .filter_map(|(key, _)| self.graph.get(key).map(|v| (key, dot(query, v))))
+            .filter(|(_, sim)| 1.0 - sim <= max_distance)
+            .collect();
+        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        hits.truncate(k);
+        hits
+    }
+
+    pub fn dim(&self) -> usize {
+        self.graph.dim()
+    }
+}

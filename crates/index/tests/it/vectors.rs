@@ -1,0 +1,209 @@
+//! The vector layer with a small deterministic embedder: building, resuming, model changes,
+//! and every way the vector channel degrades instead of failing the query.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use finder_core::{Channel, ChannelStatus, Embed, SearchResponse, Settings};
+use finder_index::{build_vectors, Finder};
+
+use crate::support::{record, Fixture};
+
+/// Hashes words into 64 buckets: texts that share words get close vectors.
+struct BagOfWords {
+    id: String,
+    /// Fail every call after this many (to simulate a crash mid-build or a dead backend).
+    fail_after: Option<usize>,
+    calls: AtomicUsize,
+    delay: Duration,
+}
+
+impl BagOfWords {
+    fn new(id: &str) -> BagOfWords {
+        BagOfWords { id: id.into(), fail_after: None, calls: AtomicUsize::new(0), delay: Duration::ZERO }
+    }
+}
+
+impl Embed for BagOfWords {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    fn dim(&self) -> usize {
+        64
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.fail_after.is_some_and(|limit| n >= limit) {
+            return Err("backend went away".into());
+        }
+        std::thread::sleep(self.delay);
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0.0f32; 64];
+                for w in t.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+                    let h = blake3::hash(w.to_lowercase().as_bytes()).as_bytes()[0] as usize;
+                    v[h % 64] += 1.0;
+                }
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-9);
+                v.iter_mut().for_each(|x| *x /= norm);
+                v
+            })
+            .collect())
+    }
+}
+
+fn corpus(fx: &Fixture, n: usize) -> std::path::PathBuf {
+    let topics = ["database backup restore", "token expired login", "deploy rollback release", "cache latency"];
+    let lines: Vec<String> = (0..n)
+        .map(|i| record(&format!("r{i:03}"), &format!("Note {i}"), &format!("{} item {i}", topics[i % topics.len()])))
+        .collect();
+    fx.write("records.jsonl", &lines.join("\n"))
+}
+
+fn small_batches() -> Settings {
+    let mut s = Settings::default();
+    s.embed.batch_size = 4;
+    s
+}
+
+fn open_with(fx: &Fixture, embedder: Arc<dyn Embed>) -> Finder {
+    let mut finder = fx.open();
+    finder.attach_embedder(Ok(Some(embedder)));
+    finder
+}
+
+fn vector_report(r: &SearchResponse) -> (ChannelStatus, Option<String>, usize) {
+    let c = r.diagnostics.channels.iter().find(|c| c.channel == Channel::Vector).expect("vector channel reported");
+    (c.status, c.reason.clone(), c.hits)
+}
+
+#[test]
+fn vectors_join_the_fusion_and_explain_shows_them() {
+    let fx = Fixture::new();
+    let input = corpus(&fx, 20);
+    fx.index(&[&input], &Settings::default());
+    let model = Arc::new(BagOfWords::new("bow"));
+    let report = build_vectors(&fx.index_dir(), &small_batches(), model.as_ref(), &mut |_, _| {}).unwrap();
+    assert_eq!((report.embedded, report.total), (20, 20));
+    let finder = open_with(&fx, model);
+    let r = finder.search("restore the database backup", &Settings::default(), 0, 5).unwrap();
+    let (status, _, hits) = vector_report(&r);
+    assert_eq!(status, ChannelStatus::Ran);
+    assert!(hits > 0);
+    assert!(r.hits[0].explain.parts[0].lists.iter().any(|l| l.channel == Channel::Vector));
+    assert!(r.diagnostics.stages.iter().any(|s| s.stage == "vector.embed"));
+    let status = finder.status().unwrap().vectors.unwrap();
+    assert_eq!((status.done, status.total, status.pending), (20, 20, false));
+    // Dense only: the lexical lists can be switched off per query.
+    let dense = finder.settings_with(&["lexical.enabled=false".into()]).unwrap();
+    let r = finder.search("database backup", &dense, 0, 5).unwrap();
+    assert!(r.hits.iter().all(|h| h.explain.parts[0].lists.iter().all(|l| l.channel == Channel::Vector)));
+    assert!(!r.hits.is_empty());
+}
+
+#[test]
+fn an_interrupted_build_resumes_where_it_stopped() {
+    let fx = Fixture::new();
+    let input = corpus(&fx, 40);
+    fx.index(&[&input], &Settings::default());
+    let flaky = BagOfWords { fail_after: Some(3), ..BagOfWords::new("bow") };
+    let err = build_vectors(&fx.index_dir(), &small_batches(), &flaky, &mut |_, _| {}).unwrap_err();
+    assert!(err.to_string().contains("backend went away"), "{err}");
+    // Lexical search is unaffected; the status says the build is unfinished.
+    let finder = fx.open();
+    assert!(!finder.search("cache latency", &Settings::default(), 0, 5).unwrap().hits.is_empty());
+    let status = finder.status().unwrap().vectors.unwrap();
+    assert!(status.pending && status.done == 0, "{status:?}");
+    // Three batches of four were logged; the resumed build embeds only the rest.
+    let report = build_vectors(&fx.index_dir(), &small_batches(), &BagOfWords::new("bow"), &mut |_, _| {}).unwrap();
+    assert_eq!((report.embedded, report.reused, report.total), (28, 12, 40));
+}
+
+#[test]
+fn edits_and_model_changes_redo_only_what_changed() {
+    let fx = Fixture::new();
+    let input = corpus(&fx, 12);
+    fx.index(&[&input], &Settings::default());
+    let dir = fx.index_dir();
+    build_vectors(&dir, &small_batches(), &BagOfWords::new("bow"), &mut |_, _| {}).unwrap();
+    let again = build_vectors(&dir, &small_batches(), &BagOfWords::new("bow"), &mut |_, _| {}).unwrap();
+    assert_eq!((again.embedded, again.reused), (0, 12));
+
+    // One record edited, one removed: one vector redone, one dropped.
+    let text = std::fs::read_to_string(&input).unwrap();
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    lines[0] = record("r000", "Note 0", "something entirely different");
+    lines.pop();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let lexical = fx.index(&[&input], &Settings::default());
+    assert_eq!((lexical.counts.updated, lexical.counts.removed), (1, 1));
+    let update = build_vectors(&dir, &small_batches(), &BagOfWords::new("bow"), &mut |_, _| {}).unwrap();
+    assert_eq!((update.embedded, update.removed, update.total), (1, 2, 11));
+
+    // A new model rebuilds every vector, and the lexical index is not touched.
+    let before = fx.open().status().unwrap().committed_at;
+    let other = build_vectors(&dir, &small_batches(), &BagOfWords::new("bow-v2"), &mut |_, _| {}).unwrap();
+    assert_eq!((other.embedded, other.reused, other.total), (11, 0, 11));
+    assert_eq!(fx.open().status().unwrap().committed_at, before);
+}
+
+#[test]
+fn every_semantic_failure_degrades_to_lexical() {
+    let fx = Fixture::new();
+    let input = corpus(&fx, 8);
+    fx.index(&[&input], &Settings::default());
+    let s = Settings::default();
+    let query = "token expired";
+
+    // No vectors built yet.
+    let finder = open_with(&fx, Arc::new(BagOfWords::new("bow")));
+    let r = finder.search(query, &s, 0, 5).unwrap();
+    let (status, reason, _) = vector_report(&r);
+    assert_eq!(status, ChannelStatus::Degraded);
+    assert!(reason.unwrap().contains("no vectors built"));
+    assert!(!r.hits.is_empty(), "lexical answers");
+
+    build_vectors(&fx.index_dir(), &s, &BagOfWords::new("bow"), &mut |_, _| {}).unwrap();
+
+    // Semantic layer off in the query settings.
+    let off = finder.settings_with(&["vector.enabled=false".into()]).unwrap();
+    let finder = open_with(&fx, Arc::new(BagOfWords::new("bow")));
+    let (status, reason, _) = vector_report(&finder.search(query, &off, 0, 5).unwrap());
+    assert_eq!((status, reason.as_deref()), (ChannelStatus::Skipped, Some("vector.enabled = false")));
+
+    // Model missing (as the loader reports it).
+    let mut missing = fx.open();
+    missing.attach_embedder(Err("model not found at /nowhere: no model.safetensors".into()));
+    let r = missing.search(query, &s, 0, 5).unwrap();
+    let (status, reason, _) = vector_report(&r);
+    assert_eq!(status, ChannelStatus::Degraded);
+    assert!(reason.unwrap().contains("model not found"));
+    assert!(!r.hits.is_empty());
+
+    // The backend fails at query time.
+    let broken = open_with(&fx, Arc::new(BagOfWords { fail_after: Some(0), ..BagOfWords::new("bow") }));
+    let r = broken.search(query, &s, 0, 5).unwrap();
+    let (status, reason, _) = vector_report(&r);
+    assert_eq!(status, ChannelStatus::Degraded);
+    assert!(reason.unwrap().contains("backend went away"));
+    assert!(!r.hits.is_empty());
+
+    // The query embedding is slower than the budget.
+    let slow = open_with(&fx, Arc::new(BagOfWords { delay: Duration::from_millis(300), ..BagOfWords::new("bow") }));
+    let tight = slow.settings_with(&["vector.query_embed_timeout_ms=20".into()]).unwrap();
+    let r = slow.search(query, &tight, 0, 5).unwrap();
+    let (status, reason, _) = vector_report(&r);
+    assert_eq!(status, ChannelStatus::Degraded);
+    assert!(reason.unwrap().contains("longer than 20 ms"));
+    assert!(!r.hits.is_empty());
+
+    // Vectors of another model are not used.
+    let other = open_with(&fx, Arc::new(BagOfWords::new("other-model")));
+    let (status, reason, _) = vector_report(&other.search(query, &s, 0, 5).unwrap());
+    assert_eq!(status, ChannelStatus::Degraded);
+    assert!(reason.unwrap().contains("run `finder index`"));
+}
