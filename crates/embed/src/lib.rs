@@ -18,7 +18,7 @@ pub use minilm::MiniLm;
 
 /// An embedding model ready to use.
 pub enum Embedder {
-    MiniLm(MiniLm),
+    MiniLm(Box<MiniLm>),
     Http(HttpEmbedder),
 }
 
@@ -31,7 +31,7 @@ impl std::fmt::Debug for Embedder {
 impl Embedder {
     /// Loads the MiniLM model from `dir` (see [`install_minilm`]).
     pub fn minilm(dir: &Path, max_tokens: usize) -> Result<Embedder, EmbedError> {
-        Ok(Embedder::MiniLm(MiniLm::load(dir, max_tokens)?))
+        Ok(Embedder::MiniLm(Box::new(MiniLm::load(dir, max_tokens)?)))
     }
 
     /// Connects to an embedding server.
@@ -40,7 +40,9 @@ impl Embedder {
     }
 
     /// Builds the backend the settings name; `Ok(None)` when the semantic layer is off.
-    pub fn from_settings(settings: &finder_core::EmbedSettings) -> Result<Option<Embedder>, EmbedError> {
+    pub fn from_settings(
+        settings: &finder_core::EmbedSettings,
+    ) -> Result<Option<Embedder>, EmbedError> {
         use finder_core::EmbedBackend;
         match settings.backend {
             EmbedBackend::None => Ok(None),
@@ -49,9 +51,9 @@ impl Embedder {
                 Embedder::minilm(&dir, settings.max_tokens).map(Some)
             }
             EmbedBackend::Http => {
-                let api_key = std::env::var("FINDER_EMBED_API_KEY")
-                    .ok()
-                    .or_else(|| (!settings.http_api_key.is_empty()).then(|| settings.http_api_key.clone()));
+                let api_key = std::env::var("FINDER_EMBED_API_KEY").ok().or_else(|| {
+                    (!settings.http_api_key.is_empty()).then(|| settings.http_api_key.clone())
+                });
                 Embedder::http(HttpConfig {
                     url: settings.http_url.clone(),
                     model: settings.http_model.clone(),
@@ -105,7 +107,9 @@ impl finder_core::Embed for Embedder {
 /// Loads the backend the settings name, ready to hand to the index: `Ok(None)` when the
 /// semantic layer is off, `Err(reason)` when it is on but unavailable (the reason is shown in
 /// diagnostics).
-pub fn load(settings: &finder_core::EmbedSettings) -> Result<Option<std::sync::Arc<dyn finder_core::Embed>>, String> {
+pub fn load(
+    settings: &finder_core::EmbedSettings,
+) -> Result<Option<std::sync::Arc<dyn finder_core::Embed>>, String> {
     match Embedder::from_settings(settings) {
         Ok(Some(e)) => Ok(Some(std::sync::Arc::new(e))),
         Ok(None) => Ok(None),

@@ -30,26 +30,50 @@ impl MiniLm {
             if p.is_file() {
                 Ok(p)
             } else {
-                Err(EmbedError::ModelMissing { path: dir.to_path_buf(), what: format!("no {name}") })
+                Err(EmbedError::ModelMissing {
+                    path: dir.to_path_buf(),
+                    what: format!("no {name}"),
+                })
             }
         };
-        let load_err = |message: String| EmbedError::Load { path: dir.to_path_buf(), message };
-        let config_text = std::fs::read_to_string(file("config.json")?)
-            .map_err(|source| EmbedError::Io { path: dir.join("config.json"), source })?;
-        let config: Config = serde_json::from_str(&config_text).map_err(|e| load_err(format!("config.json: {e}")))?;
-        let mut tokenizer = Tokenizer::from_file(file("tokenizer.json")?).map_err(|e| load_err(format!("tokenizer.json: {e}")))?;
-        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..PaddingParams::default() }));
+        let load_err = |message: String| EmbedError::Load {
+            path: dir.to_path_buf(),
+            message,
+        };
+        let config_text =
+            std::fs::read_to_string(file("config.json")?).map_err(|source| EmbedError::Io {
+                path: dir.join("config.json"),
+                source,
+            })?;
+        let config: Config = serde_json::from_str(&config_text)
+            .map_err(|e| load_err(format!("config.json: {e}")))?;
+        let mut tokenizer = Tokenizer::from_file(file("tokenizer.json")?)
+            .map_err(|e| load_err(format!("tokenizer.json: {e}")))?;
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..PaddingParams::default()
+        }));
         tokenizer
-            .with_truncation(Some(TruncationParams { max_length: max_tokens, ..TruncationParams::default() }))
+            .with_truncation(Some(TruncationParams {
+                max_length: max_tokens,
+                ..TruncationParams::default()
+            }))
             .map_err(|e| load_err(format!("truncation: {e}")))?;
         let weights = file("model.safetensors")?;
         // Safety: the weights file is memory-mapped read-only; Finder never writes to it while
         // the model is loaded (installation writes a new folder and renames it into place).
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &Device::Cpu) }
+        let vb =
+            unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &Device::Cpu) }
+                .map_err(|e| load_err(format!("model.safetensors: {e}")))?;
+        let model = BertModel::load(vb, &config)
             .map_err(|e| load_err(format!("model.safetensors: {e}")))?;
-        let model = BertModel::load(vb, &config).map_err(|e| load_err(format!("model.safetensors: {e}")))?;
         let dim = config.hidden_size;
-        Ok(MiniLm { model, tokenizer, dim, model_id: format!("minilm-l6-v2/{max_tokens}") })
+        Ok(MiniLm {
+            model,
+            tokenizer,
+            dim,
+            model_id: format!("minilm-l6-v2/{max_tokens}"),
+        })
     }
 
     pub fn model_id(&self) -> &str {
@@ -65,7 +89,10 @@ impl MiniLm {
             return Ok(Vec::new());
         }
         let fail = |e: &dyn std::fmt::Display| EmbedError::Inference(e.to_string());
-        let encodings = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| fail(&e))?;
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| fail(&e))?;
         let rows = encodings.len();
         let cols = encodings[0].get_ids().len();
         let mut ids = Vec::with_capacity(rows * cols);

@@ -164,7 +164,9 @@ pub fn evaluate(
                 })?;
         if spec.name == "dense" {
             if let Err(reason) = &semantic {
-                return Err(EvalError::Run(format!("run `dense` needs the semantic layer: {reason}")));
+                return Err(EvalError::Run(format!(
+                    "run `dense` needs the semantic layer: {reason}"
+                )));
             }
         }
         progress(&format!("run {}", spec.name));
@@ -192,11 +194,16 @@ fn semantic_layer(
         Ok(None) => return Ok(Ok(None)),
         Err(e) => return Ok(Err(e.to_string())),
     };
-    build_vectors(index_dir, settings, embedder.as_ref(), &mut |done, total| {
-        if total > 0 {
-            progress(&format!("embedding {done}/{total} fragments"));
-        }
-    })?;
+    build_vectors(
+        index_dir,
+        settings,
+        embedder.as_ref(),
+        &mut |done, total| {
+            if total > 0 {
+                progress(&format!("embedding {done}/{total} fragments"));
+            }
+        },
+    )?;
     Ok(Ok(Some(embedder as Arc<dyn Embed>)))
 }
 
@@ -266,7 +273,9 @@ pub fn check_minimums(report: &Report, minimums: &[String]) -> Result<(), EvalEr
         };
         if let Some(run) = only_run {
             if !report.runs.contains_key(run) {
-                return Err(EvalError::Run(format!("--min `{spec}`: no run named `{run}` in this eval")));
+                return Err(EvalError::Run(format!(
+                    "--min `{spec}`: no run named `{run}` in this eval"
+                )));
             }
         }
         for (name, run) in report.ordered_runs() {
@@ -320,10 +329,13 @@ mod tests {
     }
 
     #[test]
-    fn presets_explain_what_is_missing() {
-        assert_eq!(presets("lexical").unwrap().len(), 1);
-        let err = presets("lexical,dense").unwrap_err().to_string();
-        assert!(err.contains("semantic layer"), "{err}");
+    fn presets_toggle_channels() {
+        let runs = presets("lexical, dense,hybrid").unwrap();
+        let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, vec!["lexical", "dense", "hybrid"]);
+        assert_eq!(runs[0].overrides, vec!["vector.enabled=false"]);
+        assert_eq!(runs[1].overrides, vec!["lexical.enabled=false"]);
+        assert!(runs[2].overrides.is_empty());
         assert!(presets("bogus")
             .unwrap_err()
             .to_string()

@@ -138,7 +138,10 @@ impl Finder {
 
     /// Attaches the query-side embedding model, as `finder_embed::load` returns it:
     /// `Ok(None)` when the semantic layer is off, `Err(reason)` when it is unavailable.
-    pub fn attach_embedder(&mut self, embedder: std::result::Result<Option<Arc<dyn Embed>>, String>) {
+    pub fn attach_embedder(
+        &mut self,
+        embedder: std::result::Result<Option<Arc<dyn Embed>>, String>,
+    ) {
         self.semantic = match embedder {
             Ok(Some(e)) => Semantic::Ready(e),
             Ok(None) => Semantic::Off,
@@ -158,7 +161,10 @@ impl Finder {
         for o in overrides {
             settings.set(o)?;
             if settings.embed != self.settings.embed {
-                let key = o.split_once('=').map_or(o.as_str(), |(k, _)| k.trim()).to_string();
+                let key = o
+                    .split_once('=')
+                    .map_or(o.as_str(), |(k, _)| k.trim())
+                    .to_string();
                 let indexed = "the model the vectors were built with".to_string();
                 return Err(IndexError::IndexTimeSetting { key, indexed });
             }
@@ -220,10 +226,16 @@ impl Finder {
         if state.is_none() && log_len == 0 {
             return None;
         }
-        let state_time = std::fs::metadata(vdir.join(crate::vector::STATE_FILE)).and_then(|m| m.modified()).ok();
-        let log_time = std::fs::metadata(vdir.join(crate::vector::LOG_FILE)).and_then(|m| m.modified()).ok();
+        let state_time = std::fs::metadata(vdir.join(crate::vector::STATE_FILE))
+            .and_then(|m| m.modified())
+            .ok();
+        let log_time = std::fs::metadata(vdir.join(crate::vector::LOG_FILE))
+            .and_then(|m| m.modified())
+            .ok();
         Some(VectorStatus {
-            model_id: state.as_ref().map_or_else(String::new, |s| s.model_id.clone()),
+            model_id: state
+                .as_ref()
+                .map_or_else(String::new, |s| s.model_id.clone()),
             done: state.as_ref().map_or(0, |s| s.vectors),
             total: self.info.fragments,
             pending: match (state_time, log_time) {
@@ -419,13 +431,19 @@ impl QueryRun<'_> {
         }
         let embedder = match &self.finder.semantic {
             Semantic::Off => return Ok(ChannelOutcome::Skipped("embed.backend = \"none\"".into())),
-            Semantic::Detached => return degraded("no embedding model attached to this reader".into()),
+            Semantic::Detached => {
+                return degraded("no embedding model attached to this reader".into())
+            }
             Semantic::Unavailable(reason) => return degraded(reason.clone()),
             Semantic::Ready(e) => Arc::clone(e),
         };
         let index = match &self.finder.vectors {
             Ok(Some(index)) => index,
-            Ok(None) => return degraded("no vectors built yet; run `finder index` with the model installed".into()),
+            Ok(None) => {
+                return degraded(
+                    "no vectors built yet; run `finder index` with the model installed".into(),
+                )
+            }
             Err(reason) => return degraded(format!("vector index unreadable: {reason}")),
         };
         if index.state.model_id != embedder.model_id() {
@@ -441,25 +459,44 @@ impl QueryRun<'_> {
         let started = Instant::now();
         let timeout = Duration::from_millis(settings.vector.query_embed_timeout_ms);
         let embedded = embed_with_timeout(embedder, query.to_string(), timeout);
-        self.extra.borrow_mut().push(StageTime { stage: "vector.embed".into(), ms: started.elapsed().as_secs_f64() * 1e3 });
+        self.extra.borrow_mut().push(StageTime {
+            stage: "vector.embed".into(),
+            ms: started.elapsed().as_secs_f64() * 1e3,
+        });
         let vector = match embedded {
             Ok(v) if v.len() == index.dim() => v,
-            Ok(v) => return degraded(format!("the model returned {} dimensions, the index has {}", v.len(), index.dim())),
+            Ok(v) => {
+                return degraded(format!(
+                    "the model returned {} dimensions, the index has {}",
+                    v.len(),
+                    index.dim()
+                ))
+            }
             Err(reason) => return degraded(reason),
         };
         let v = &settings.vector;
         let hits = index
             .search(&vector, depth, v.ef_search, v.max_vector_distance)
             .into_iter()
-            .map(|(key, sim)| finder_core::ScoredFragment { fragment: FragmentKey(key), score: sim })
+            .map(|(key, sim)| finder_core::ScoredFragment {
+                fragment: FragmentKey(key),
+                score: sim,
+            })
             .collect();
-        Ok(ChannelOutcome::Ran(finder_core::RankedList { channel: Channel::Vector, hits }))
+        Ok(ChannelOutcome::Ran(finder_core::RankedList {
+            channel: Channel::Vector,
+            hits,
+        }))
     }
 }
 
 /// Embeds the query on another thread and gives up after `timeout`: a slow model or server
 /// costs the query its vector list, never its answer.
-fn embed_with_timeout(embedder: Arc<dyn Embed>, query: String, timeout: Duration) -> std::result::Result<Vec<f32>, String> {
+fn embed_with_timeout(
+    embedder: Arc<dyn Embed>,
+    query: String,
+    timeout: Duration,
+) -> std::result::Result<Vec<f32>, String> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(embedder.embed(&[query.as_str()]));
@@ -468,7 +505,10 @@ fn embed_with_timeout(embedder: Arc<dyn Embed>, query: String, timeout: Duration
         Ok(Ok(mut vectors)) if vectors.len() == 1 => Ok(vectors.remove(0)),
         Ok(Ok(_)) => Err("the model returned no vector for the query".into()),
         Ok(Err(e)) => Err(format!("query embedding failed: {e}")),
-        Err(_) => Err(format!("query embedding took longer than {} ms (vector.query_embed_timeout_ms)", timeout.as_millis())),
+        Err(_) => Err(format!(
+            "query embedding took longer than {} ms (vector.query_embed_timeout_ms)",
+            timeout.as_millis()
+        )),
     }
 }
 
@@ -487,9 +527,9 @@ impl Retriever for QueryRun<'_> {
         depth: usize,
     ) -> Result<ChannelOutcome> {
         match channel {
-            Channel::Lexical | Channel::Trigram if !settings.lexical.enabled => Ok(
-                ChannelOutcome::Skipped("lexical.enabled = false".into()),
-            ),
+            Channel::Lexical | Channel::Trigram if !settings.lexical.enabled => {
+                Ok(ChannelOutcome::Skipped("lexical.enabled = false".into()))
+            }
             Channel::Lexical => {
                 self.bm25(channel, self.fields().text, WORDS, query, settings, depth)
             }

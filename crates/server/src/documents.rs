@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use finder_index::{index_inputs, RunReport};
 use serde_json::{Map, Value};
@@ -24,13 +25,13 @@ pub const API_SOURCES: &str = "api-sources.jsonl";
 pub const MAX_ID_BYTES: usize = 1024;
 
 /// Adds or replaces the document `id`.
-pub fn put(space: &Space, id: &str, document: Document) -> Result<WriteResult> {
+pub fn put(space: &Arc<Space>, id: &str, document: Document) -> Result<WriteResult> {
     validate(id, &document)?;
-    let _guard = space.write_lock();
+    let guard = space.write_lock();
     let before = read_all(space.dir())?;
     let mut after = before.clone();
     after.insert(id.to_string(), document);
-    let report = write_and_index(space, id, &before, &after)?;
+    let (report, settings) = write_and_index(space, id, &before, &after)?;
     let result = if report.counts.added > 0 {
         "added"
     } else if report.counts.updated > 0 {
@@ -38,12 +39,17 @@ pub fn put(space: &Space, id: &str, document: Document) -> Result<WriteResult> {
     } else {
         "unchanged"
     };
-    acknowledge(space, id, result)
+    let answer = acknowledge(space, id, result)?;
+    drop(guard);
+    if result != "unchanged" {
+        after_write(space, settings);
+    }
+    Ok(answer)
 }
 
 /// Removes the document `id` (only documents written through the API).
-pub fn delete(space: &Space, id: &str) -> Result<WriteResult> {
-    let _guard = space.write_lock();
+pub fn delete(space: &Arc<Space>, id: &str) -> Result<WriteResult> {
+    let guard = space.write_lock();
     let before = read_all(space.dir())?;
     if !before.contains_key(id) {
         return Err(ServerError::DocumentNotFound {
@@ -53,8 +59,24 @@ pub fn delete(space: &Space, id: &str) -> Result<WriteResult> {
     }
     let mut after = before.clone();
     after.remove(id);
-    write_and_index(space, id, &before, &after)?;
-    acknowledge(space, id, "deleted")
+    let (_, settings) = write_and_index(space, id, &before, &after)?;
+    let answer = acknowledge(space, id, "deleted")?;
+    drop(guard);
+    after_write(space, settings);
+    Ok(answer)
+}
+
+/// Hands the committed write to the space's after-write hook on its own thread, which waits
+/// for the write lock so that it never overlaps the next write.
+fn after_write(space: &Arc<Space>, settings: finder_core::Settings) {
+    let Some(hook) = space.after_write() else {
+        return;
+    };
+    let space = Arc::clone(space);
+    std::thread::spawn(move || {
+        let _guard = space.write_lock();
+        hook(space.dir(), &settings);
+    });
 }
 
 /// The stored form of a document written through the API.
@@ -86,7 +108,8 @@ pub fn read_all(dir: &Path) -> Result<BTreeMap<String, Document>> {
         if line.trim().is_empty() {
             continue;
         }
-        let bad = |why: String| ServerError::internal(format!("{}:{}: {why}", path.display(), n + 1));
+        let bad =
+            |why: String| ServerError::internal(format!("{}:{}: {why}", path.display(), n + 1));
         let mut object: Map<String, Value> =
             serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
         let id = match object.remove("id") {
@@ -131,7 +154,7 @@ fn write_and_index(
     id: &str,
     before: &BTreeMap<String, Document>,
     after: &BTreeMap<String, Document>,
-) -> Result<RunReport> {
+) -> Result<(RunReport, finder_core::Settings)> {
     let path = space.dir().join(API_SOURCES);
     std::fs::create_dir_all(space.dir())
         .map_err(|e| ServerError::internal(format!("{}: {e}", space.dir().display())))?;
@@ -142,7 +165,12 @@ fn write_and_index(
         Err(e) => return Err(e),
     };
     let restore = || write_atomic(&path, &render(before));
-    let report = match index_inputs(space.dir(), std::slice::from_ref(&path), &settings, &mut |_| {}) {
+    let report = match index_inputs(
+        space.dir(),
+        std::slice::from_ref(&path),
+        &settings,
+        &mut |_| {},
+    ) {
         Ok(report) => report,
         Err(e) => {
             restore()?;
@@ -161,14 +189,11 @@ fn write_and_index(
             reason: problem.reason.clone(),
         });
     }
-    Ok(report)
+    Ok((report, settings))
 }
 
 fn acknowledge(space: &Space, id: &str, result: &str) -> Result<WriteResult> {
-    let status = space
-        .finder()?
-        .status()
-        .map_err(index_err(space))?;
+    let status = space.finder()?.status().map_err(index_err(space))?;
     Ok(WriteResult {
         space: space.name().to_string(),
         id: id.to_string(),
@@ -195,9 +220,8 @@ fn render(documents: &BTreeMap<String, Document>) -> String {
 
 /// Replaces `path` with `text` so that a crash leaves either the old or the new file.
 fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    let fail = |what: &Path, e: std::io::Error| {
-        ServerError::internal(format!("{}: {e}", what.display()))
-    };
+    let fail =
+        |what: &Path, e: std::io::Error| ServerError::internal(format!("{}: {e}", what.display()));
     let tmp: PathBuf = path.with_extension("jsonl.tmp");
     let mut file = std::fs::File::create(&tmp).map_err(|e| fail(&tmp, e))?;
     file.write_all(text.as_bytes()).map_err(|e| fail(&tmp, e))?;

@@ -48,7 +48,7 @@ pub enum ServerError {
     #[error("no space named `{space}` (served: {served})")]
     UnknownSpace { space: String, served: String },
     /// The space has no index yet.
-    #[error("space `{space}` has no index yet: run `finder index <INPUT> --index <DIR>` or add a document with PUT /v1/documents/{{id}}")]
+    #[error("space `{space}` has no index yet: run `finder index <INPUT> --index <DIR>`, or add documents with PUT …/documents/{{id}}")]
     NotBuilt { space: String },
     /// No document with this id was added through the API.
     #[error("no document `{id}` was added through the API in space `{space}` (sources indexed from files change when their files change)")]
@@ -106,6 +106,7 @@ impl ServerError {
                 space: space.to_string(),
             },
             e @ (IndexError::Input(_)
+            | IndexError::Embedding { .. }
             | IndexError::Storage { .. }
             | IndexError::Io { .. }
             | IndexError::Corrupt { .. }) => ServerError::internal(e),

@@ -3,6 +3,8 @@
 //! Handlers are thin: they resolve the space, run an operation from `ops` or `documents` on a
 //! blocking thread (the index is synchronous) and wrap the answer in JSON.
 
+use std::sync::Arc;
+
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, Method, Uri};
 use axum::middleware::from_fn_with_state;
@@ -53,7 +55,7 @@ pub fn router(app: AppRef) -> Router {
 async fn in_space<T, F>(app: &AppRef, space: &str, work: F) -> Result<Json<T>>
 where
     T: Serialize + Send + 'static,
-    F: FnOnce(&Space) -> Result<T> + Send + 'static,
+    F: FnOnce(&Arc<Space>) -> Result<T> + Send + 'static,
 {
     let space = app.spaces.get(space)?;
     let value = tokio::task::spawn_blocking(move || work(&space))
@@ -87,7 +89,7 @@ async fn recommend(
 }
 
 async fn status(State(app): State<AppRef>, target: Target) -> Result<impl IntoResponse> {
-    in_space(&app, &target.space, ops::status).await
+    in_space(&app, &target.space, |s| ops::status(s)).await
 }
 
 async fn get_document(State(app): State<AppRef>, target: Target) -> Result<impl IntoResponse> {
@@ -101,7 +103,10 @@ async fn put_document(
     JsonBody(document): JsonBody<Document>,
 ) -> Result<impl IntoResponse> {
     let id = target.id.unwrap_or_default();
-    in_space(&app, &target.space, move |s| documents::put(s, &id, document)).await
+    in_space(&app, &target.space, move |s| {
+        documents::put(s, &id, document)
+    })
+    .await
 }
 
 async fn delete_document(State(app): State<AppRef>, target: Target) -> Result<impl IntoResponse> {
@@ -131,7 +136,10 @@ async fn metrics(State(app): State<AppRef>) -> Result<Response> {
         .map_err(ServerError::internal)?;
     let body = app.metrics.render(&gauges);
     Ok((
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         body,
     )
         .into_response())

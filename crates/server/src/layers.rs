@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, MatchedPath, OptionalFromRequestParts, Path, Request, State};
+use axum::extract::{
+    FromRequest, FromRequestParts, MatchedPath, OptionalFromRequestParts, Path, Request, State,
+};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
@@ -84,8 +86,12 @@ pub async fn metrics(State(app): State<AppRef>, request: Request, next: Next) ->
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
     let response = next.run(request).await;
-    app.metrics
-        .record(&method, &route, response.status().as_u16(), started.elapsed());
+    app.metrics.record(
+        &method,
+        &route,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
     response
 }
 

@@ -27,7 +27,7 @@ pub use http::router;
 pub use mcp::{run_stdio, McpServer, PROTOCOL_VERSIONS};
 pub use openapi::{document as openapi_document, markdown as openapi_markdown};
 pub use ops::MAX_QUERY_CHARS;
-pub use space::{parse_space_arg, Space, Spaces, DEFAULT_SPACE};
+pub use space::{parse_space_arg, AfterWrite, Opener, Space, Spaces, DEFAULT_SPACE};
 pub use wire::*;
 
 /// Limits applied to every request.
@@ -104,4 +104,42 @@ pub async fn serve(
     axum::serve(listener, router(app))
         .with_graceful_shutdown(shutdown)
         .await
+}
+
+/// Binds `addrs` (the first that works), reports the bound address to `ready`, and serves
+/// `app` on its own runtime until Ctrl-C or SIGTERM.
+pub fn serve_blocking(
+    addrs: &[SocketAddr],
+    app: AppRef,
+    ready: impl FnOnce(SocketAddr),
+) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addrs).await?;
+        ready(listener.local_addr()?);
+        serve(listener, app, shutdown_signal()).await
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
 }

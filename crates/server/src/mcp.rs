@@ -61,12 +61,20 @@ impl McpServer {
     pub fn handle_line(&self, line: &str) -> Option<String> {
         let message: Value = match serde_json::from_str(line) {
             Ok(v) => v,
-            Err(e) => return Some(reply_error(Value::Null, RpcError::new(PARSE_ERROR, format!("parse error: {e}")))),
+            Err(e) => {
+                return Some(reply_error(
+                    Value::Null,
+                    RpcError::new(PARSE_ERROR, format!("parse error: {e}")),
+                ))
+            }
         };
         let Value::Object(message) = message else {
             return Some(reply_error(
                 Value::Null,
-                RpcError::new(INVALID_REQUEST, "expected one JSON-RPC object per line (batches are not supported)"),
+                RpcError::new(
+                    INVALID_REQUEST,
+                    "expected one JSON-RPC object per line (batches are not supported)",
+                ),
             ));
         };
         let id = message.get("id").cloned();
@@ -75,12 +83,20 @@ impl McpServer {
             // and is not a response.
             let is_response = message.contains_key("result") || message.contains_key("error");
             return match id {
-                Some(id) if !is_response => Some(reply_error(id, RpcError::new(INVALID_REQUEST, "missing `method`"))),
+                Some(id) if !is_response => Some(reply_error(
+                    id,
+                    RpcError::new(INVALID_REQUEST, "missing `method`"),
+                )),
                 _ => None,
             };
         };
         if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-            return id.map(|id| reply_error(id, RpcError::new(INVALID_REQUEST, "`jsonrpc` must be \"2.0\"")));
+            return id.map(|id| {
+                reply_error(
+                    id,
+                    RpcError::new(INVALID_REQUEST, "`jsonrpc` must be \"2.0\""),
+                )
+            });
         }
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         let Some(id) = id else {
@@ -100,7 +116,10 @@ impl McpServer {
             "ping" => Ok(json!({})),
             "tools/list" => Ok(json!({ "tools": self.tools() })),
             "tools/call" => self.call(params),
-            other => Err(RpcError::new(METHOD_NOT_FOUND, format!("method not found: {other}"))),
+            other => Err(RpcError::new(
+                METHOD_NOT_FOUND,
+                format!("method not found: {other}"),
+            )),
         }
     }
 
@@ -185,7 +204,12 @@ impl McpServer {
         let mut arguments = match params.get("arguments") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(m)) => m.clone(),
-            Some(_) => return Err(RpcError::new(INVALID_PARAMS, "`arguments` must be an object")),
+            Some(_) => {
+                return Err(RpcError::new(
+                    INVALID_PARAMS,
+                    "`arguments` must be an object",
+                ))
+            }
         };
         let space_name = match arguments.remove("space") {
             None | Some(Value::Null) => DEFAULT_SPACE.to_string(),
@@ -206,7 +230,12 @@ impl McpServer {
                 let request: RecommendRequest = arguments_as(arguments)?;
                 ops::recommend(&space, &request).map(|r| (render_recommend(&r), to_value(&r)))
             }
-            other => return Err(RpcError::new(INVALID_PARAMS, format!("unknown tool: {other}"))),
+            other => {
+                return Err(RpcError::new(
+                    INVALID_PARAMS,
+                    format!("unknown tool: {other}"),
+                ))
+            }
         };
         match outcome {
             Ok((text, structured)) => Ok(json!({
@@ -232,7 +261,11 @@ impl McpServer {
 }
 
 /// Reads JSON-RPC messages from `input` until it closes, answering on `output`.
-pub fn run_stdio(server: &McpServer, input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
+pub fn run_stdio(
+    server: &McpServer,
+    input: impl BufRead,
+    mut output: impl Write,
+) -> std::io::Result<()> {
     for line in input.lines() {
         let line = line?;
         if line.trim().is_empty() {
@@ -257,7 +290,11 @@ fn reply_error(id: Value, e: RpcError) -> String {
 
 fn user_error(e: ServerError) -> RpcError {
     RpcError {
-        code: if e.status().is_client_error() { INVALID_PARAMS } else { INTERNAL_ERROR },
+        code: if e.status().is_client_error() {
+            INVALID_PARAMS
+        } else {
+            INTERNAL_ERROR
+        },
         message: e.public_message(),
         data: Some(e.body()),
     }

@@ -121,7 +121,9 @@ mod tests {
         assert!(text.contains("le=\"0.05\"} 2\n"), "{text}");
         assert!(text.contains("le=\"10\"} 2\n"), "{text}");
         assert!(text.contains("le=\"+Inf\"} 3\n"), "{text}");
-        assert!(text.contains("finder_http_request_duration_seconds_count{route=\"/v1/search\",method=\"POST\"} 3"));
+        assert!(text.contains(
+            "finder_http_request_duration_seconds_count{route=\"/v1/search\",method=\"POST\"} 3"
+        ));
     }
 
     #[test]

@@ -100,7 +100,10 @@ pub fn document() -> Value {
             errors.push("401");
         }
         let mut responses = Map::new();
-        responses.insert("200".into(), json!({"description": "OK", "content": content}));
+        responses.insert(
+            "200".into(),
+            json!({"description": "OK", "content": content}),
+        );
         for status in errors {
             responses.insert(status.into(), error_response(status));
         }
@@ -141,7 +144,10 @@ fn error_response(status: &str) -> Value {
 
 fn responses(ok: &str, errors: &[&str]) -> Value {
     let mut out = Map::new();
-    out.insert("200".into(), json!({"description": "OK", "content": {"application/json": {"schema": schema_ref(ok)}}}));
+    out.insert(
+        "200".into(),
+        json!({"description": "OK", "content": {"application/json": {"schema": schema_ref(ok)}}}),
+    );
     for status in ["401"].iter().chain(errors).chain(["503"].iter()) {
         let value = if *status == "503" {
             json!({"description": "The request ran past its time limit", "content": {"application/json": {"schema": schema_ref("Error")}}})
@@ -159,7 +165,8 @@ fn obj(required: &[&str], properties: Value) -> Value {
 
 fn schemas() -> Value {
     let settings = json!({"type": "object", "additionalProperties": true, "description": "Query-time setting overrides by dotted key, e.g. `{\"lexical.k1\": 0.9, \"lexical.trigram\": \"on\"}`. Each value is checked against its range."});
-    let limit = json!({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT});
+    let limit =
+        json!({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT});
     json!({
         "Error": obj(&["code", "message", "details"], json!({
             "code": {"type": "string", "description": "Stable machine-readable code: invalid_request, invalid_setting, index_time_setting, query_too_long, payload_too_large, unauthorized, not_found, method_not_allowed, unknown_space, index_not_built, document_not_found, unknown_target, invalid_document, index_busy, timeout, internal."},
@@ -322,7 +329,12 @@ pub fn markdown(doc: &Value) -> String {
     let paths = doc["paths"].as_object().cloned().unwrap_or_default();
     for (path, item) in &paths {
         for (method, op) in item.as_object().into_iter().flatten() {
-            out.push_str(&format!("| {} | `{}` | {} |\n", method.to_uppercase(), path, text(&op["summary"])));
+            out.push_str(&format!(
+                "| {} | `{}` | {} |\n",
+                method.to_uppercase(),
+                path,
+                text(&op["summary"])
+            ));
         }
     }
     for (path, item) in &paths {
@@ -330,22 +342,44 @@ pub fn markdown(doc: &Value) -> String {
             if op.get("x-space-variant").is_some() {
                 continue;
             }
-            out.push_str(&format!("\n## {} `{}`\n\n{}\n\n{}\n", method.to_uppercase(), path, text(&op["summary"]), text(&op["description"])));
+            out.push_str(&format!(
+                "\n## {} `{}`\n\n{}\n\n{}\n",
+                method.to_uppercase(),
+                path,
+                text(&op["summary"]),
+                text(&op["description"])
+            ));
             if let Some(body) = op.pointer("/requestBody/content/application~1json/schema") {
                 out.push_str(&format!("\nRequest body: {}\n", type_name(body)));
             }
             out.push_str("\n| status | meaning | body |\n|---|---|---|\n");
             for (status, response) in op["responses"].as_object().into_iter().flatten() {
-                let body = response["content"].as_object().and_then(|c| c.values().next()).and_then(|c| c.get("schema")).map_or_else(
-                    || response["content"].as_object().and_then(|c| c.keys().next().cloned()).unwrap_or_default(),
-                    type_name,
-                );
-                out.push_str(&format!("| {status} | {} | {body} |\n", text(&response["description"])));
+                let body = response["content"]
+                    .as_object()
+                    .and_then(|c| c.values().next())
+                    .and_then(|c| c.get("schema"))
+                    .map_or_else(
+                        || {
+                            response["content"]
+                                .as_object()
+                                .and_then(|c| c.keys().next().cloned())
+                                .unwrap_or_default()
+                        },
+                        type_name,
+                    );
+                out.push_str(&format!(
+                    "| {status} | {} | {body} |\n",
+                    text(&response["description"])
+                ));
             }
         }
     }
     out.push_str("\n## Schemas\n");
-    for (name, schema) in doc["components"]["schemas"].as_object().into_iter().flatten() {
+    for (name, schema) in doc["components"]["schemas"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
         out.push_str(&format!("\n### {name}\n\n"));
         properties_table(schema, &mut out);
     }
@@ -353,18 +387,35 @@ pub fn markdown(doc: &Value) -> String {
 }
 
 fn properties_table(schema: &Value, out: &mut String) {
-    let required: Vec<&str> = schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
     out.push_str("| field | type | required | description |\n|---|---|---|---|\n");
     for (field, prop) in schema["properties"].as_object().into_iter().flatten() {
         let mut description = text(&prop["description"]);
         let mut bounds = Vec::new();
-        for (key, label) in [("minimum", "min"), ("maximum", "max"), ("maxLength", "max length"), ("default", "default")] {
+        for (key, label) in [
+            ("minimum", "min"),
+            ("maximum", "max"),
+            ("maxLength", "max length"),
+            ("default", "default"),
+        ] {
             if let Some(v) = prop.get(key) {
                 bounds.push(format!("{label} {v}"));
             }
         }
         if let Some(values) = prop["enum"].as_array() {
-            bounds.push(format!("one of {}", values.iter().map(|v| format!("`{}`", text(v))).collect::<Vec<_>>().join(", ")));
+            bounds.push(format!(
+                "one of {}",
+                values
+                    .iter()
+                    .map(|v| format!("`{}`", text(v)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
         }
         if !bounds.is_empty() {
             if !description.is_empty() {
@@ -372,8 +423,16 @@ fn properties_table(schema: &Value, out: &mut String) {
             }
             description.push_str(&format!("({})", bounds.join("; ")));
         }
-        let req = if required.contains(&field.as_str()) { "yes" } else { "" };
-        out.push_str(&format!("| `{field}` | {} | {req} | {} |\n", type_name(prop), description.replace('|', "\\|")));
+        let req = if required.contains(&field.as_str()) {
+            "yes"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "| `{field}` | {} | {req} | {} |\n",
+            type_name(prop),
+            description.replace('|', "\\|")
+        ));
     }
 }
 
@@ -384,10 +443,14 @@ fn type_name(schema: &Value) -> String {
     }
     match &schema["type"] {
         Value::String(t) if t == "array" => format!("array of {}", type_name(&schema["items"])),
-        Value::String(t) if t == "object" && schema.get("properties").is_none() => match schema.get("additionalProperties") {
-            Some(Value::Object(_)) => format!("map of {}", type_name(&schema["additionalProperties"])),
-            _ => "object".to_string(),
-        },
+        Value::String(t) if t == "object" && schema.get("properties").is_none() => {
+            match schema.get("additionalProperties") {
+                Some(Value::Object(_)) => {
+                    format!("map of {}", type_name(&schema["additionalProperties"]))
+                }
+                _ => "object".to_string(),
+            }
+        }
         Value::String(t) => t.clone(),
         Value::Array(ts) => ts.iter().map(text).collect::<Vec<_>>().join(" or "),
         _ => "any".to_string(),

@@ -48,7 +48,9 @@ pub fn context(space: &Space, request: &ContextRequest) -> Result<ContextResult>
     if !(MIN_BUDGET_CHARS..=MAX_BUDGET_CHARS).contains(&budget) {
         return Err(ServerError::invalid_field(
             "budget_chars",
-            format!("budget of {budget} characters is outside {MIN_BUDGET_CHARS}–{MAX_BUDGET_CHARS}"),
+            format!(
+                "budget of {budget} characters is outside {MIN_BUDGET_CHARS}–{MAX_BUDGET_CHARS}"
+            ),
         ));
     }
     let finder = space.finder()?;
@@ -70,7 +72,10 @@ pub fn context(space: &Space, request: &ContextRequest) -> Result<ContextResult>
 pub fn recommend(space: &Space, request: &RecommendRequest) -> Result<RecommendResult> {
     check_page(request.limit, 0)?;
     if request.target.trim().is_empty() {
-        return Err(ServerError::invalid_field("target", "the target id is empty"));
+        return Err(ServerError::invalid_field(
+            "target",
+            "the target id is empty",
+        ));
     }
     let finder = space.finder()?;
     let query = target_text(space, &finder, &request.target)?;
@@ -107,7 +112,8 @@ pub fn status(space: &Space) -> Result<StatusResult> {
     Ok(StatusResult {
         space: space.name().to_string(),
         built: !index.is_null(),
-        building: progress.is_some_and(|p| p.done < p.total),
+        building: progress.is_some_and(|p| p.done < p.total)
+            || index["vectors"]["pending"].as_bool() == Some(true),
         progress,
         api_documents,
         index,
@@ -230,7 +236,11 @@ fn pack_context(space: &str, response: SearchResponse, budget: usize) -> Context
     let mut omitted = 0usize;
     for (hit, i) in candidates {
         let hint = &hit.hints[i];
-        if !seen.insert((hit.id.as_str(), hint.extent.byte_start, hint.extent.line_start)) {
+        if !seen.insert((
+            hit.id.as_str(),
+            hint.extent.byte_start,
+            hint.extent.line_start,
+        )) {
             continue;
         }
         let n = pieces.len() + 1;

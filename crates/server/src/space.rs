@@ -13,6 +13,14 @@ use std::time::SystemTime;
 use finder_core::Settings;
 use finder_index::{load_settings, Finder, IndexError};
 
+/// Opens an index for queries. The default is `Finder::open`; the binary passes one that
+/// also attaches the embedding model, so this crate stays free of embedding backends.
+pub type Opener = Arc<dyn Fn(&Path, Settings) -> finder_index::Result<Finder> + Send + Sync>;
+
+/// Runs after a document write has been committed and acknowledged, on a background thread
+/// that holds the space's write lock (the binary uses it to build the new vectors).
+pub type AfterWrite = Arc<dyn Fn(&Path, &Settings) + Send + Sync>;
+
 use crate::error::{Result, ServerError};
 
 /// The name of the space that routes without `/spaces/{space}` use.
@@ -25,6 +33,8 @@ pub struct Space {
     config: Option<PathBuf>,
     opened: RwLock<Option<Opened>>,
     writes: Mutex<()>,
+    opener: Option<Opener>,
+    after_write: Option<AfterWrite>,
 }
 
 struct Opened {
@@ -32,12 +42,14 @@ struct Opened {
     stamp: Option<Stamp>,
 }
 
-/// Identifies one commit of the lexical store cheaply: tantivy rewrites `meta.json`
-/// atomically on every commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Identifies one state of the index folder cheaply: tantivy rewrites `lexical/meta.json` on
+/// every commit, and the other layers publish by renaming files inside their own sub-folder,
+/// which changes that folder's modification time.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Stamp {
-    modified: SystemTime,
-    len: u64,
+    meta_modified: SystemTime,
+    meta_len: u64,
+    folders: Vec<(std::ffi::OsString, Option<SystemTime>)>,
 }
 
 impl Space {
@@ -50,7 +62,25 @@ impl Space {
             config: config.map(Path::to_path_buf),
             opened: RwLock::new(None),
             writes: Mutex::new(()),
+            opener: None,
+            after_write: None,
         })
+    }
+
+    /// Opens the index with `opener` instead of `Finder::open`.
+    pub fn with_opener(mut self, opener: Opener) -> Space {
+        self.opener = Some(opener);
+        self
+    }
+
+    /// Runs `hook` after each acknowledged document write.
+    pub fn with_after_write(mut self, hook: AfterWrite) -> Space {
+        self.after_write = Some(hook);
+        self
+    }
+
+    pub(crate) fn after_write(&self) -> Option<AfterWrite> {
+        self.after_write.clone()
     }
 
     pub fn name(&self) -> &str {
@@ -87,10 +117,12 @@ impl Space {
                 space: self.name.clone(),
             });
         }
-        let finder = Arc::new(
-            Finder::open(&self.dir, self.base_settings()?)
-                .map_err(|e| ServerError::from_index(&self.name, e))?,
-        );
+        let settings = self.base_settings()?;
+        let opened = match &self.opener {
+            Some(open) => open(&self.dir, settings),
+            None => Finder::open(&self.dir, settings),
+        };
+        let finder = Arc::new(opened.map_err(|e| ServerError::from_index(&self.name, e))?);
         *slot = Some(Opened {
             finder: Arc::clone(&finder),
             stamp,
@@ -112,9 +144,19 @@ impl Space {
 
     fn stamp(&self) -> Option<Stamp> {
         let meta = std::fs::metadata(self.dir.join("lexical").join("meta.json")).ok()?;
+        let mut folders: Vec<_> = std::fs::read_dir(&self.dir)
+            .ok()?
+            .flatten()
+            .filter_map(|e| {
+                let m = e.metadata().ok()?;
+                m.is_dir().then(|| (e.file_name(), m.modified().ok()))
+            })
+            .collect();
+        folders.sort();
         Some(Stamp {
-            modified: meta.modified().ok()?,
-            len: meta.len(),
+            meta_modified: meta.modified().ok()?,
+            meta_len: meta.len(),
+            folders,
         })
     }
 }

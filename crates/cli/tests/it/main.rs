@@ -1,18 +1,22 @@
 //! End-to-end tests of the `finder` binary on fixtures written here.
 
+mod mcp;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Runs `finder` without an embedding model (lexical only), so rankings do not depend on
+/// whether the model is installed; [`with_model`] tests the semantic layer.
 fn finder(args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_finder"))
+    Command::new(env!("CARGO_BIN_EXE_finder"))
         .args(args)
         .env(
             "FINDER_CACHE_DIR",
             std::env::temp_dir().join("finder-cli-test-cache"),
         )
+        .env("FINDER_MODEL_DIR", "/nonexistent/finder-model")
         .output()
-        .expect("run finder");
-    out
+        .expect("run finder")
 }
 
 fn ok(args: &[&str]) -> String {
@@ -189,8 +193,115 @@ fn eval_reports_metrics_per_run_as_json() {
 fn eval_names_missing_layers_and_unknown_presets() {
     let tmp = tempfile::tempdir().unwrap();
     let dataset = beir(tmp.path());
-    let out = finder(&["eval", dataset.to_str().unwrap(), "--runs", "hybrid"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("semantic layer"));
+    let out = finder(&["eval", dataset.to_str().unwrap(), "--runs", "dense"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("needs the semantic layer") && err.contains("finder model install"),
+        "{err}"
+    );
+    // A hybrid run without the model answers lexically and says so.
+    let json: serde_json::Value = serde_json::from_str(&ok(&[
+        "eval",
+        dataset.to_str().unwrap(),
+        "--runs",
+        "hybrid",
+        "--json",
+    ]))
+    .unwrap();
+    let notes = json["runs"]["hybrid"]["notes"].to_string();
+    assert!(
+        notes.contains("vector degraded") && notes.contains("model not found"),
+        "{notes}"
+    );
     let out = finder(&["eval", dataset.to_str().unwrap(), "--runs", "lexcal"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown preset `lexcal`"));
+}
+
+mod with_model {
+    //! The semantic layer through the binary, with the real model (installed by
+    //! `finder model install`; CI installs it before the tests).
+    use super::*;
+
+    fn model_installed() -> bool {
+        let out = Command::new(env!("CARGO_BIN_EXE_finder"))
+            .args(["model", "install", "--help"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let dir = std::env::var_os("FINDER_MODEL_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(std::env::var_os("HOME").unwrap())
+                    .join(".local/share/finder/models/all-minilm-l6-v2")
+            });
+        let present = dir.join("model.safetensors").is_file();
+        if !present && std::env::var_os("CI").is_some() {
+            panic!("CI must install the model before the tests (scripts/test.sh does)");
+        }
+        present
+    }
+
+    fn run(args: &[&str]) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_finder"))
+            .args(args)
+            .output()
+            .expect("run finder");
+        assert!(
+            out.status.success(),
+            "finder {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn vectors_are_built_after_the_lexical_commit_and_find_paraphrases() {
+        if !model_installed() {
+            eprintln!("skipping: embedding model not installed");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let input = notes(tmp.path());
+        let index = tmp.path().join("idx");
+        let (input, index) = (input.to_str().unwrap(), index.to_str().unwrap());
+        let report: serde_json::Value =
+            serde_json::from_str(&run(&["index", input, "--index", index, "--json"])).unwrap();
+        assert_eq!(report["vectors"]["embedded"], 4, "{report}");
+        let again: serde_json::Value =
+            serde_json::from_str(&run(&["index", input, "--index", index, "--json"])).unwrap();
+        assert_eq!(
+            (
+                again["vectors"]["embedded"].as_u64(),
+                again["vectors"]["reused"].as_u64()
+            ),
+            (Some(0), Some(4))
+        );
+        let status: serde_json::Value =
+            serde_json::from_str(&run(&["status", "--index", index, "--json"])).unwrap();
+        assert_eq!(
+            (
+                status["vectors"]["done"].as_u64(),
+                status["vectors"]["total"].as_u64()
+            ),
+            (Some(4), Some(4))
+        );
+
+        // No word in common with the note, only meaning.
+        let json: serde_json::Value = serde_json::from_str(&run(&[
+            "search",
+            "nightly copies of our data",
+            "--index",
+            index,
+            "--json",
+            "--set",
+            "lexical.enabled=false",
+        ]))
+        .unwrap();
+        assert_eq!(json["hits"][0]["id"], "backups.md", "{json}");
+        let vector = &json["diagnostics"]["channels"][2];
+        assert_eq!(
+            (vector["channel"].as_str(), vector["status"].as_str()),
+            (Some("vector"), Some("ran"))
+        );
+    }
 }

@@ -11,7 +11,9 @@ use finder_embed::{Embedder, HttpConfig};
 
 /// Serves `handle(request number, body) -> (status, body, delay)` on a loopback port until
 /// the test ends; returns the URL.
-fn fake_server(handle: impl Fn(usize, &str) -> (u16, String, Duration) + Send + Sync + 'static) -> (String, Arc<AtomicUsize>) {
+fn fake_server(
+    handle: impl Fn(usize, &str) -> (u16, String, Duration) + Send + Sync + 'static,
+) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1/embeddings", listener.local_addr().unwrap());
     let count = Arc::new(AtomicUsize::new(0));
@@ -49,13 +51,20 @@ fn fake_server(handle: impl Fn(usize, &str) -> (u16, String, Duration) + Send + 
 fn openai_reply(body: &str) -> String {
     let request: serde_json::Value = serde_json::from_str(body).unwrap();
     let n = request["input"].as_array().unwrap().len();
-    let data: Vec<serde_json::Value> =
-        (0..n).map(|i| serde_json::json!({"index": i, "embedding": [1.0, i as f64, 0.0]})).collect();
+    let data: Vec<serde_json::Value> = (0..n)
+        .map(|i| serde_json::json!({"index": i, "embedding": [1.0, i as f64, 0.0]}))
+        .collect();
     serde_json::json!({ "data": data }).to_string()
 }
 
 fn config(url: &str, timeout_ms: u64) -> HttpConfig {
-    HttpConfig { url: url.into(), model: "fake".into(), api_key: None, timeout: Duration::from_millis(timeout_ms), retries: 2 }
+    HttpConfig {
+        url: url.into(),
+        model: "fake".into(),
+        api_key: None,
+        timeout: Duration::from_millis(timeout_ms),
+        retries: 2,
+    }
 }
 
 #[test]
@@ -89,7 +98,10 @@ fn client_errors_are_not_retried_and_name_the_status() {
     });
     let e = Embedder::http(config(&url, 2_000)).unwrap();
     let err = e.embed(&["x"]).unwrap_err().to_string();
-    assert!(err.contains("HTTP 400") && err.contains("bad model"), "{err}");
+    assert!(
+        err.contains("HTTP 400") && err.contains("bad model"),
+        "{err}"
+    );
     assert_eq!(count.load(Ordering::SeqCst), 2);
 }
 
@@ -102,7 +114,8 @@ fn a_slow_server_times_out() {
 
 #[test]
 fn ollama_shape_is_understood() {
-    let (url, _) = fake_server(|_, _| (200, "{\"embeddings\":[[0.0, 2.0]]}".into(), Duration::ZERO));
+    let (url, _) =
+        fake_server(|_, _| (200, "{\"embeddings\":[[0.0, 2.0]]}".into(), Duration::ZERO));
     let e = Embedder::http(config(&url, 2_000)).unwrap();
     assert_eq!(e.embed(&["x"]).unwrap(), vec![vec![0.0, 1.0]]);
 }

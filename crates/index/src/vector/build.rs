@@ -20,8 +20,8 @@ use super::ann::{Hnsw, HnswParams};
 use super::search::{read_state, VectorState, ANN_FILE, LOG_FILE};
 use super::{log, VECTOR_DIR};
 use crate::error::{IndexError, Result};
-use crate::writer::{load_catalog, open_or_create};
 use crate::store_error;
+use crate::writer::{load_catalog, open_or_create};
 
 /// What a vector build did.
 #[derive(Debug, Clone, Serialize)]
@@ -66,22 +66,29 @@ pub fn build_vectors(
         Some(c) => (c.vectors, Some(c.valid_len)),
         None => (HashMap::new(), None),
     };
-    let mut todo: Vec<&(u64, u64, String)> =
-        fragments.iter().filter(|(key, hash, _)| have.get(key).is_none_or(|(h, _)| h != hash)).collect();
+    let mut todo: Vec<&(u64, u64, String)> = fragments
+        .iter()
+        .filter(|(key, hash, _)| have.get(key).is_none_or(|(h, _)| h != hash))
+        .collect();
     // Similar lengths in a batch waste less on padding.
     todo.sort_by_key(|(_, _, text)| text.len());
     let reused = fragments.len() - todo.len();
 
-    let mut writer = log::LogWriter::open(&log_path, &model_id, dim, valid_len).map_err(io_err(&log_path))?;
+    let mut writer =
+        log::LogWriter::open(&log_path, &model_id, dim, valid_len).map_err(io_err(&log_path))?;
     let mut last_sync = Instant::now();
     let batch = settings.embed.batch_size.max(1);
     progress(0, todo.len());
     for (i, chunk) in todo.chunks(batch).enumerate() {
         let texts: Vec<&str> = chunk.iter().map(|(_, _, t)| t.as_str()).collect();
-        let vectors = embedder.embed(&texts).map_err(|reason| IndexError::Embedding { reason })?;
+        let vectors = embedder
+            .embed(&texts)
+            .map_err(|reason| IndexError::Embedding { reason })?;
         for ((key, hash, _), v) in chunk.iter().zip(vectors) {
             if v.len() != dim {
-                return Err(IndexError::Embedding { reason: format!("model returned {} dimensions, expected {dim}", v.len()) });
+                return Err(IndexError::Embedding {
+                    reason: format!("model returned {} dimensions, expected {dim}", v.len()),
+                });
             }
             writer.append(*key, *hash, &v).map_err(io_err(&log_path))?;
             have.insert(*key, (*hash, v));
@@ -102,14 +109,26 @@ pub fn build_vectors(
     if stale > have.len() / 5 {
         let mut entries: Vec<(&u64, &(u64, Vec<f32>))> = have.iter().collect();
         entries.sort_by_key(|(k, _)| **k);
-        log::rewrite(&log_path, &model_id, dim, entries.into_iter().map(|(k, (h, v))| (*k, *h, v.as_slice())))
-            .map_err(io_err(&log_path))?;
+        log::rewrite(
+            &log_path,
+            &model_id,
+            dim,
+            entries
+                .into_iter()
+                .map(|(k, (h, v))| (*k, *h, v.as_slice())),
+        )
+        .map_err(io_err(&log_path))?;
     }
 
     // Update the previous graph when it was built by this model; otherwise start over.
-    let previous = read_state(&vdir).ok().flatten().filter(|s| s.model_id == model_id && s.dim == dim);
+    let previous = read_state(&vdir)
+        .ok()
+        .flatten()
+        .filter(|s| s.model_id == model_id && s.dim == dim);
     let mut graph = match previous {
-        Some(state) => super::search::read_ann(&vdir).ok().map(|g| (g, state.hashes)),
+        Some(state) => super::search::read_ann(&vdir)
+            .ok()
+            .map(|g| (g, state.hashes)),
         None => None,
     };
     let mut removed = 0;
@@ -148,7 +167,10 @@ pub fn build_vectors(
         let file = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
         let mut w = BufWriter::with_capacity(1 << 20, file);
         graph.write_to(&mut w).map_err(io_err(&tmp))?;
-        let file = w.into_inner().map_err(|e| IndexError::Io { path: tmp.clone(), source: e.into_error() })?;
+        let file = w.into_inner().map_err(|e| IndexError::Io {
+            path: tmp.clone(),
+            source: e.into_error(),
+        })?;
         file.sync_all().map_err(io_err(&tmp))?;
     }
     std::fs::rename(&tmp, &ann_path).map_err(io_err(&ann_path))?;
@@ -158,7 +180,9 @@ pub fn build_vectors(
         dim,
         vectors: graph.len(),
         fragments: fragments.len(),
-        built_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        built_at: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
         hashes,
     };
     super::search::write_state(&vdir, &state)?;
@@ -176,24 +200,46 @@ pub fn build_vectors(
 /// The text is the source title, the heading and the fragment, as the lexical field has it.
 fn embed_texts(dir: &Path, settings: &Settings) -> Result<Vec<(u64, u64, String)>> {
     let (index, fields) = open_or_create(dir, settings)?;
-    let titles: HashMap<String, String> =
-        load_catalog(&index, fields, dir)?.into_iter().map(|(id, r)| (id, r.envelope.title)).collect();
+    let titles: HashMap<String, String> = load_catalog(&index, fields, dir)?
+        .into_iter()
+        .map(|(id, r)| (id, r.envelope.title))
+        .collect();
     let reader = index.reader().map_err(|e| store_error(dir, e))?;
     let searcher = reader.searcher();
     let mut out = Vec::new();
     for segment in searcher.segment_readers() {
-        let store = segment.get_store_reader(64).map_err(|e| store_error(dir, e.into()))?;
+        let store = segment
+            .get_store_reader(64)
+            .map_err(|e| store_error(dir, e.into()))?;
         for doc_id in segment.doc_ids_alive() {
             let doc: TantivyDocument = store.get(doc_id).map_err(|e| store_error(dir, e))?;
-            let text = |f| doc.get_first(f).and_then(|v| v.as_str()).unwrap_or("").to_string();
+            let text = |f| {
+                doc.get_first(f)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_string()
+            };
             let body = text(fields.body);
             if body.trim().is_empty() {
                 continue;
             }
-            let key = doc.get_first(fields.fragment_key).and_then(|v| v.as_u64()).unwrap_or(0);
-            let title = titles.get(&text(fields.source_id)).map_or("", String::as_str);
-            let embed = if title.is_empty() { body } else { format!("{title}\n{body}") };
-            let hash = u64::from_le_bytes(blake3::hash(embed.as_bytes()).as_bytes()[..8].try_into().expect("8 bytes"));
+            let key = doc
+                .get_first(fields.fragment_key)
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0);
+            let title = titles
+                .get(&text(fields.source_id))
+                .map_or("", String::as_str);
+            let embed = if title.is_empty() {
+                body
+            } else {
+                format!("{title}\n{body}")
+            };
+            let hash = u64::from_le_bytes(
+                blake3::hash(embed.as_bytes()).as_bytes()[..8]
+                    .try_into()
+                    .expect("8 bytes"),
+            );
             out.push((key, hash, embed));
         }
     }

@@ -52,12 +52,19 @@ pub(crate) fn read(path: &Path, model_id: &str, dim: usize) -> io::Result<Option
         }
         let key = u64::from_le_bytes(record[..8].try_into().expect("8 bytes"));
         let hash = u64::from_le_bytes(record[8..16].try_into().expect("8 bytes"));
-        let v = record[16..].chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+        let v = record[16..]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect();
         vectors.insert(key, (hash, v));
         valid_len += record.len() as u64;
         records += 1;
     }
-    Ok(Some(LogContents { vectors, valid_len, records }))
+    Ok(Some(LogContents {
+        vectors,
+        valid_len,
+        records,
+    }))
 }
 
 /// Appends records to a log, creating it (or replacing one for another model) when needed.
@@ -67,8 +74,18 @@ pub(crate) struct LogWriter {
 
 impl LogWriter {
     /// Opens for appending after `valid_len` bytes (a fresh log when `valid_len` is `None`).
-    pub fn open(path: &Path, model_id: &str, dim: usize, valid_len: Option<u64>) -> io::Result<LogWriter> {
-        let file = OpenOptions::new().create(true).read(true).write(true).truncate(false).open(path)?;
+    pub fn open(
+        path: &Path,
+        model_id: &str,
+        dim: usize,
+        valid_len: Option<u64>,
+    ) -> io::Result<LogWriter> {
+        let file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .write(true)
+            .truncate(false)
+            .open(path)?;
         let mut out = match valid_len {
             Some(len) => {
                 file.set_len(len)?;
@@ -152,7 +169,13 @@ mod tests {
         // Another model or dimension does not read this log.
         assert!(read(&path, "other", 2).unwrap().is_none());
         assert!(read(&path, "m", 3).unwrap().is_none());
-        rewrite(&path, "m", 2, [(2u64, 22u64, &[0.0f32, 1.0][..])].into_iter()).unwrap();
+        rewrite(
+            &path,
+            "m",
+            2,
+            [(2u64, 22u64, &[0.0f32, 1.0][..])].into_iter(),
+        )
+        .unwrap();
         assert_eq!(read(&path, "m", 2).unwrap().unwrap().records, 1);
     }
 }

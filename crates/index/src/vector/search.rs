@@ -36,7 +36,10 @@ pub(crate) fn read_state(vdir: &Path) -> Result<Option<VectorState>> {
     match std::fs::read_to_string(&path) {
         Ok(text) => serde_json::from_str(&text)
             .map(Some)
-            .map_err(|e| IndexError::Corrupt { path, reason: format!("vector state: {e}") }),
+            .map_err(|e| IndexError::Corrupt {
+                path,
+                reason: format!("vector state: {e}"),
+            }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(IndexError::Io { path, source }),
     }
@@ -51,14 +54,22 @@ pub(crate) fn write_state(vdir: &Path, state: &VectorState) -> Result<()> {
         std::fs::File::open(&tmp)?.sync_all()?;
         std::fs::rename(&tmp, &path)
     };
-    write().map_err(|source| IndexError::Io { path: path.clone(), source })
+    write().map_err(|source| IndexError::Io {
+        path: path.clone(),
+        source,
+    })
 }
 
 pub(crate) fn read_ann(vdir: &Path) -> Result<Hnsw> {
     let path = vdir.join(ANN_FILE);
-    let file = std::fs::File::open(&path).map_err(|source| IndexError::Io { path: path.clone(), source })?;
-    Hnsw::read_from(&mut BufReader::with_capacity(1 << 20, file))
-        .map_err(|e| IndexError::Corrupt { path, reason: e.to_string() })
+    let file = std::fs::File::open(&path).map_err(|source| IndexError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    Hnsw::read_from(&mut BufReader::with_capacity(1 << 20, file)).map_err(|e| IndexError::Corrupt {
+        path,
+        reason: e.to_string(),
+    })
 }
 
 /// A loaded vector index.
@@ -70,7 +81,9 @@ pub(crate) struct VectorIndex {
 impl VectorIndex {
     /// Loads the published graph; `None` when no build has finished yet.
     pub fn open(vdir: &Path) -> Result<Option<VectorIndex>> {
-        let Some(state) = read_state(vdir)? else { return Ok(None) };
+        let Some(state) = read_state(vdir)? else {
+            return Ok(None);
+        };
         let graph = read_ann(vdir)?;
         Ok(Some(VectorIndex { graph, state }))
     }

@@ -102,7 +102,7 @@ fn hits_carry_envelope_summary_and_extents_on_the_right_lines() {
         .iter()
         .map(|c| c.channel.name())
         .collect();
-    assert_eq!(channels, vec!["lexical", "trigram"]);
+    assert_eq!(channels, vec!["lexical", "trigram", "vector"]);
     assert!(response
         .diagnostics
         .stages

@@ -3,5 +3,5 @@
 
 mod bm25;
 mod indexing;
-mod vectors;
 mod support;
+mod vectors;

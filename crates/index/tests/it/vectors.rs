@@ -21,7 +21,12 @@ struct BagOfWords {
 
 impl BagOfWords {
     fn new(id: &str) -> BagOfWords {
-        BagOfWords { id: id.into(), fail_after: None, calls: AtomicUsize::new(0), delay: Duration::ZERO }
+        BagOfWords {
+            id: id.into(),
+            fail_after: None,
+            calls: AtomicUsize::new(0),
+            delay: Duration::ZERO,
+        }
     }
 }
 
@@ -44,7 +49,10 @@ impl Embed for BagOfWords {
             .iter()
             .map(|t| {
                 let mut v = vec![0.0f32; 64];
-                for w in t.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+                for w in t
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                {
                     let h = blake3::hash(w.to_lowercase().as_bytes()).as_bytes()[0] as usize;
                     v[h % 64] += 1.0;
                 }
@@ -57,9 +65,20 @@ impl Embed for BagOfWords {
 }
 
 fn corpus(fx: &Fixture, n: usize) -> std::path::PathBuf {
-    let topics = ["database backup restore", "token expired login", "deploy rollback release", "cache latency"];
+    let topics = [
+        "database backup restore",
+        "token expired login",
+        "deploy rollback release",
+        "cache latency",
+    ];
     let lines: Vec<String> = (0..n)
-        .map(|i| record(&format!("r{i:03}"), &format!("Note {i}"), &format!("{} item {i}", topics[i % topics.len()])))
+        .map(|i| {
+            record(
+                &format!("r{i:03}"),
+                &format!("Note {i}"),
+                &format!("{} item {i}", topics[i % topics.len()]),
+            )
+        })
         .collect();
     fx.write("records.jsonl", &lines.join("\n"))
 }
@@ -77,7 +96,12 @@ fn open_with(fx: &Fixture, embedder: Arc<dyn Embed>) -> Finder {
 }
 
 fn vector_report(r: &SearchResponse) -> (ChannelStatus, Option<String>, usize) {
-    let c = r.diagnostics.channels.iter().find(|c| c.channel == Channel::Vector).expect("vector channel reported");
+    let c = r
+        .diagnostics
+        .channels
+        .iter()
+        .find(|c| c.channel == Channel::Vector)
+        .expect("vector channel reported");
     (c.status, c.reason.clone(), c.hits)
 }
 
@@ -87,21 +111,41 @@ fn vectors_join_the_fusion_and_explain_shows_them() {
     let input = corpus(&fx, 20);
     fx.index(&[&input], &Settings::default());
     let model = Arc::new(BagOfWords::new("bow"));
-    let report = build_vectors(&fx.index_dir(), &small_batches(), model.as_ref(), &mut |_, _| {}).unwrap();
+    let report = build_vectors(
+        &fx.index_dir(),
+        &small_batches(),
+        model.as_ref(),
+        &mut |_, _| {},
+    )
+    .unwrap();
     assert_eq!((report.embedded, report.total), (20, 20));
     let finder = open_with(&fx, model);
-    let r = finder.search("restore the database backup", &Settings::default(), 0, 5).unwrap();
+    let r = finder
+        .search("restore the database backup", &Settings::default(), 0, 5)
+        .unwrap();
     let (status, _, hits) = vector_report(&r);
     assert_eq!(status, ChannelStatus::Ran);
     assert!(hits > 0);
-    assert!(r.hits[0].explain.parts[0].lists.iter().any(|l| l.channel == Channel::Vector));
-    assert!(r.diagnostics.stages.iter().any(|s| s.stage == "vector.embed"));
+    assert!(r.hits[0].explain.parts[0]
+        .lists
+        .iter()
+        .any(|l| l.channel == Channel::Vector));
+    assert!(r
+        .diagnostics
+        .stages
+        .iter()
+        .any(|s| s.stage == "vector.embed"));
     let status = finder.status().unwrap().vectors.unwrap();
     assert_eq!((status.done, status.total, status.pending), (20, 20, false));
     // Dense only: the lexical lists can be switched off per query.
-    let dense = finder.settings_with(&["lexical.enabled=false".into()]).unwrap();
+    let dense = finder
+        .settings_with(&["lexical.enabled=false".into()])
+        .unwrap();
     let r = finder.search("database backup", &dense, 0, 5).unwrap();
-    assert!(r.hits.iter().all(|h| h.explain.parts[0].lists.iter().all(|l| l.channel == Channel::Vector)));
+    assert!(r.hits.iter().all(|h| h.explain.parts[0]
+        .lists
+        .iter()
+        .all(|l| l.channel == Channel::Vector)));
     assert!(!r.hits.is_empty());
 }
 
@@ -110,16 +154,29 @@ fn an_interrupted_build_resumes_where_it_stopped() {
     let fx = Fixture::new();
     let input = corpus(&fx, 40);
     fx.index(&[&input], &Settings::default());
-    let flaky = BagOfWords { fail_after: Some(3), ..BagOfWords::new("bow") };
+    let flaky = BagOfWords {
+        fail_after: Some(3),
+        ..BagOfWords::new("bow")
+    };
     let err = build_vectors(&fx.index_dir(), &small_batches(), &flaky, &mut |_, _| {}).unwrap_err();
     assert!(err.to_string().contains("backend went away"), "{err}");
     // Lexical search is unaffected; the status says the build is unfinished.
     let finder = fx.open();
-    assert!(!finder.search("cache latency", &Settings::default(), 0, 5).unwrap().hits.is_empty());
+    assert!(!finder
+        .search("cache latency", &Settings::default(), 0, 5)
+        .unwrap()
+        .hits
+        .is_empty());
     let status = finder.status().unwrap().vectors.unwrap();
     assert!(status.pending && status.done == 0, "{status:?}");
     // Three batches of four were logged; the resumed build embeds only the rest.
-    let report = build_vectors(&fx.index_dir(), &small_batches(), &BagOfWords::new("bow"), &mut |_, _| {}).unwrap();
+    let report = build_vectors(
+        &fx.index_dir(),
+        &small_batches(),
+        &BagOfWords::new("bow"),
+        &mut |_, _| {},
+    )
+    .unwrap();
     assert_eq!((report.embedded, report.reused, report.total), (28, 12, 40));
 }
 
@@ -129,8 +186,20 @@ fn edits_and_model_changes_redo_only_what_changed() {
     let input = corpus(&fx, 12);
     fx.index(&[&input], &Settings::default());
     let dir = fx.index_dir();
-    build_vectors(&dir, &small_batches(), &BagOfWords::new("bow"), &mut |_, _| {}).unwrap();
-    let again = build_vectors(&dir, &small_batches(), &BagOfWords::new("bow"), &mut |_, _| {}).unwrap();
+    build_vectors(
+        &dir,
+        &small_batches(),
+        &BagOfWords::new("bow"),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let again = build_vectors(
+        &dir,
+        &small_batches(),
+        &BagOfWords::new("bow"),
+        &mut |_, _| {},
+    )
+    .unwrap();
     assert_eq!((again.embedded, again.reused), (0, 12));
 
     // One record edited, one removed: one vector redone, one dropped.
@@ -141,12 +210,24 @@ fn edits_and_model_changes_redo_only_what_changed() {
     std::fs::write(&input, lines.join("\n")).unwrap();
     let lexical = fx.index(&[&input], &Settings::default());
     assert_eq!((lexical.counts.updated, lexical.counts.removed), (1, 1));
-    let update = build_vectors(&dir, &small_batches(), &BagOfWords::new("bow"), &mut |_, _| {}).unwrap();
+    let update = build_vectors(
+        &dir,
+        &small_batches(),
+        &BagOfWords::new("bow"),
+        &mut |_, _| {},
+    )
+    .unwrap();
     assert_eq!((update.embedded, update.removed, update.total), (1, 2, 11));
 
     // A new model rebuilds every vector, and the lexical index is not touched.
     let before = fx.open().status().unwrap().committed_at;
-    let other = build_vectors(&dir, &small_batches(), &BagOfWords::new("bow-v2"), &mut |_, _| {}).unwrap();
+    let other = build_vectors(
+        &dir,
+        &small_batches(),
+        &BagOfWords::new("bow-v2"),
+        &mut |_, _| {},
+    )
+    .unwrap();
     assert_eq!((other.embedded, other.reused, other.total), (11, 0, 11));
     assert_eq!(fx.open().status().unwrap().committed_at, before);
 }
@@ -170,14 +251,21 @@ fn every_semantic_failure_degrades_to_lexical() {
     build_vectors(&fx.index_dir(), &s, &BagOfWords::new("bow"), &mut |_, _| {}).unwrap();
 
     // Semantic layer off in the query settings.
-    let off = finder.settings_with(&["vector.enabled=false".into()]).unwrap();
+    let off = finder
+        .settings_with(&["vector.enabled=false".into()])
+        .unwrap();
     let finder = open_with(&fx, Arc::new(BagOfWords::new("bow")));
     let (status, reason, _) = vector_report(&finder.search(query, &off, 0, 5).unwrap());
-    assert_eq!((status, reason.as_deref()), (ChannelStatus::Skipped, Some("vector.enabled = false")));
+    assert_eq!(
+        (status, reason.as_deref()),
+        (ChannelStatus::Skipped, Some("vector.enabled = false"))
+    );
 
     // Model missing (as the loader reports it).
     let mut missing = fx.open();
-    missing.attach_embedder(Err("model not found at /nowhere: no model.safetensors".into()));
+    missing.attach_embedder(Err(
+        "model not found at /nowhere: no model.safetensors".into()
+    ));
     let r = missing.search(query, &s, 0, 5).unwrap();
     let (status, reason, _) = vector_report(&r);
     assert_eq!(status, ChannelStatus::Degraded);
@@ -185,7 +273,13 @@ fn every_semantic_failure_degrades_to_lexical() {
     assert!(!r.hits.is_empty());
 
     // The backend fails at query time.
-    let broken = open_with(&fx, Arc::new(BagOfWords { fail_after: Some(0), ..BagOfWords::new("bow") }));
+    let broken = open_with(
+        &fx,
+        Arc::new(BagOfWords {
+            fail_after: Some(0),
+            ..BagOfWords::new("bow")
+        }),
+    );
     let r = broken.search(query, &s, 0, 5).unwrap();
     let (status, reason, _) = vector_report(&r);
     assert_eq!(status, ChannelStatus::Degraded);
@@ -193,8 +287,16 @@ fn every_semantic_failure_degrades_to_lexical() {
     assert!(!r.hits.is_empty());
 
     // The query embedding is slower than the budget.
-    let slow = open_with(&fx, Arc::new(BagOfWords { delay: Duration::from_millis(300), ..BagOfWords::new("bow") }));
-    let tight = slow.settings_with(&["vector.query_embed_timeout_ms=20".into()]).unwrap();
+    let slow = open_with(
+        &fx,
+        Arc::new(BagOfWords {
+            delay: Duration::from_millis(300),
+            ..BagOfWords::new("bow")
+        }),
+    );
+    let tight = slow
+        .settings_with(&["vector.query_embed_timeout_ms=20".into()])
+        .unwrap();
     let r = slow.search(query, &tight, 0, 5).unwrap();
     let (status, reason, _) = vector_report(&r);
     assert_eq!(status, ChannelStatus::Degraded);

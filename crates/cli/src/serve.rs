@@ -1,0 +1,109 @@
+//! `finder serve` and `finder mcp`: build the spaces from `--index` arguments and hand them to
+//! the server crate's HTTP service or MCP loop.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use finder_index::IndexError;
+use finder_server::{
+    check_bind, parse_space_arg, AfterWrite, App, Limits, McpServer, Opener, Space, Spaces,
+};
+
+use crate::semantic;
+
+/// Spaces from `--index DIR` / `--index NAME=DIR` arguments. Each opens its index with the
+/// embedding model attached, as `finder search` does; `after_write` runs after API writes.
+fn spaces(
+    args: &[String],
+    config: Option<&Path>,
+    after_write: Option<AfterWrite>,
+) -> Result<Spaces> {
+    let opener: Opener = Arc::new(|dir, settings| {
+        semantic::open(dir, settings).map_err(|e| {
+            e.downcast::<IndexError>()
+                .unwrap_or_else(|e| IndexError::Embedding {
+                    reason: format!("{e:#}"),
+                })
+        })
+    });
+    let mut list = Vec::new();
+    for arg in args {
+        let (name, dir) = parse_space_arg(arg);
+        let mut space = Space::new(&name, &dir, config)?.with_opener(opener.clone());
+        if let Some(hook) = &after_write {
+            space = space.with_after_write(hook.clone());
+        }
+        list.push(space);
+    }
+    Ok(Spaces::new(list)?)
+}
+
+/// Builds the vectors of documents written through the API, after their lexical commit
+/// (which is what the write acknowledged); queries see them once the build publishes.
+fn build_vectors_after_writes() -> AfterWrite {
+    Arc::new(|dir, settings| match semantic::build(dir, settings) {
+        Ok(semantic::VectorOutcome::Built(_)) | Ok(semantic::VectorOutcome::Skipped(_)) => {}
+        Err(e) => eprintln!("finder serve: building vectors in {}: {e:#}", dir.display()),
+    })
+}
+
+/// Serves the HTTP API and the search page until Ctrl-C.
+pub fn serve(
+    index: &[String],
+    addr: &str,
+    token_file: Option<&Path>,
+    config: Option<&Path>,
+) -> Result<()> {
+    let token = match token_file {
+        Some(path) => {
+            let token = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the token file {}", path.display()))?
+                .trim()
+                .to_string();
+            if token.is_empty() {
+                bail!("the token file {} is empty", path.display());
+            }
+            Some(token)
+        }
+        None => None,
+    };
+    let addrs = check_bind(addr, token.is_some())?;
+    let spaces = spaces(index, config, Some(build_vectors_after_writes()))?;
+    let mut lines = Vec::new();
+    for space in spaces.iter() {
+        let state = match space.finder() {
+            Ok(finder) => format!("{} sources", finder.status()?.sources),
+            Err(finder_server::ServerError::NotBuilt { .. }) => {
+                "no index yet: PUT documents or run `finder index`".to_string()
+            }
+            Err(e) => return Err(e.into()),
+        };
+        lines.push(format!(
+            "  space {:<10} {}  ({state})",
+            space.name(),
+            space.dir().display()
+        ));
+    }
+    let guarded = token.is_some();
+    let app = App::new(spaces, token, Limits::default());
+    finder_server::serve_blocking(&addrs, app, |bound| {
+        println!("Finder is serving at http://{bound}/  (Ctrl-C stops)");
+        for line in &lines {
+            println!("{line}");
+        }
+        if guarded {
+            println!("  API and metrics need `Authorization: Bearer <token>`");
+        }
+        println!("  API: http://{bound}/openapi.json");
+    })
+    .with_context(|| format!("serving on {addr}"))
+}
+
+/// Speaks MCP over stdin/stdout until stdin closes.
+pub fn mcp(index: &[String], config: Option<&Path>) -> Result<()> {
+    let server = McpServer::new(spaces(index, config, None)?);
+    let stdin = std::io::stdin();
+    finder_server::run_stdio(&server, stdin.lock(), std::io::stdout().lock())
+        .context("MCP session on stdio")
+}

@@ -1,0 +1,233 @@
+//! Error shapes: every failure answers `{code, message, details}` with the right status.
+
+use std::time::Duration;
+
+use finder_server::Limits;
+use serde_json::{json, Value};
+
+use crate::support::{app_with, call, fixture, index, notes, send, short_limits};
+
+fn assert_shape(body: &Value) {
+    assert!(body["code"].is_string(), "{body}");
+    assert!(body["message"].is_string(), "{body}");
+    assert!(body["details"].is_object(), "{body}");
+}
+
+#[tokio::test]
+async fn a_bad_setting_names_the_key_and_its_range() {
+    let (_tmp, app) = fixture();
+    let e = call(
+        &app,
+        "POST",
+        "/v1/search",
+        json!({"query": "token", "settings": {"lexical.k1": 7}}),
+        400,
+    )
+    .await;
+    assert_shape(&e);
+    assert_eq!(e["code"], "invalid_setting");
+    assert_eq!(e["details"]["key"], "lexical.k1");
+    assert_eq!(e["details"]["reason"], "out_of_range");
+    assert_eq!(e["details"]["range"], "0–3");
+    assert!(e["message"].as_str().unwrap().contains("lexical.k1"), "{e}");
+
+    let e = call(
+        &app,
+        "POST",
+        "/v1/search",
+        json!({"query": "token", "settings": {"lexical.k": 1}}),
+        400,
+    )
+    .await;
+    assert_eq!(e["details"]["reason"], "unknown_key");
+    assert_eq!(e["details"]["suggestion"], "lexical.k1");
+
+    let e = call(
+        &app,
+        "POST",
+        "/v1/search",
+        json!({"query": "token", "settings": {"index.trigrams": false}}),
+        400,
+    )
+    .await;
+    assert_eq!(e["code"], "index_time_setting");
+    assert_eq!(e["details"]["key"], "index.trigrams");
+
+    let e = call(
+        &app,
+        "POST",
+        "/v1/search",
+        json!({"query": "token", "settings": {"lexical.k1": null}}),
+        400,
+    )
+    .await;
+    assert_eq!(e["details"]["field"], "lexical.k1");
+}
+
+#[tokio::test]
+async fn malformed_bodies_and_out_of_range_fields_are_400() {
+    let (_tmp, app) = fixture();
+    let a = send(&app, "POST", "/v1/search", Some("{not json".into()), None).await;
+    assert_eq!(a.status, 400);
+    assert_eq!(a.json()["code"], "invalid_request");
+    let e = call(&app, "POST", "/v1/search", json!({"q": "token"}), 400).await;
+    assert!(
+        e["message"].as_str().unwrap().contains("unknown field `q`"),
+        "{e}"
+    );
+    let e = call(
+        &app,
+        "POST",
+        "/v1/search",
+        json!({"query": "token", "limit": 1000}),
+        400,
+    )
+    .await;
+    assert_eq!(e["details"]["field"], "limit");
+    let e = call(
+        &app,
+        "POST",
+        "/v1/context",
+        json!({"query": "token", "budget_chars": 10}),
+        400,
+    )
+    .await;
+    assert_eq!(e["details"]["field"], "budget_chars");
+}
+
+#[tokio::test]
+async fn long_queries_and_large_bodies_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = index(tmp.path(), "idx", &notes(tmp.path()));
+    let app = app_with(&[("default", &dir)], None, short_limits());
+    let e = call(
+        &app,
+        "POST",
+        "/v1/search",
+        json!({"query": "word ".repeat(401)}),
+        400,
+    )
+    .await;
+    assert_shape(&e);
+    assert_eq!(e["code"], "query_too_long");
+    assert_eq!(e["details"]["max"], finder_server::MAX_QUERY_CHARS);
+
+    let big = json!({"query": "x", "settings": {"pad": "y".repeat(5000)}}).to_string();
+    let a = send(&app, "POST", "/v1/search", Some(big), None).await;
+    assert_eq!(a.status, 413, "{}", a.text);
+    assert_eq!(a.json()["code"], "payload_too_large");
+    assert_eq!(a.json()["details"]["limit_bytes"], 4096);
+}
+
+#[tokio::test]
+async fn unknown_spaces_routes_and_methods() {
+    let (_tmp, app) = fixture();
+    let e = call(
+        &app,
+        "POST",
+        "/v1/spaces/nope/search",
+        json!({"query": "token"}),
+        404,
+    )
+    .await;
+    assert_shape(&e);
+    assert_eq!(e["code"], "unknown_space");
+    assert_eq!(e["details"]["space"], "nope");
+    assert!(e["message"].as_str().unwrap().contains("served: default"));
+
+    let e = call(&app, "GET", "/v1/nothing", Value::Null, 404).await;
+    assert_eq!(e["code"], "not_found");
+    let e = call(&app, "GET", "/v1/search", Value::Null, 405).await;
+    assert_eq!(e["code"], "method_not_allowed");
+}
+
+#[tokio::test]
+async fn a_token_guards_the_api_and_metrics_but_not_health_or_the_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = index(tmp.path(), "idx", &notes(tmp.path()));
+    let app = app_with(&[("default", &dir)], Some("s3cret"), Limits::default());
+    let body = Some(json!({"query": "token"}).to_string());
+
+    let missing = send(&app, "POST", "/v1/search", body.clone(), None).await;
+    assert_eq!(missing.status, 401);
+    assert_eq!(missing.json()["code"], "unauthorized");
+    assert!(missing.headers["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .starts_with("Bearer"));
+    assert_eq!(
+        send(&app, "POST", "/v1/search", body.clone(), Some("wrong"))
+            .await
+            .status,
+        401
+    );
+    assert_eq!(
+        send(&app, "POST", "/v1/search", body.clone(), Some("s3cret"))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(send(&app, "GET", "/metrics", None, None).await.status, 401);
+    assert_eq!(
+        send(&app, "GET", "/metrics", None, Some("s3cret"))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(send(&app, "GET", "/health", None, None).await.status, 200);
+    assert_eq!(send(&app, "GET", "/", None, None).await.status, 200);
+    assert_eq!(
+        send(&app, "GET", "/openapi.json", None, None).await.status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn a_space_without_an_index_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let app = app_with(
+        &[("default", &tmp.path().join("empty"))],
+        None,
+        Limits::default(),
+    );
+    let e = call(&app, "POST", "/v1/search", json!({"query": "token"}), 409).await;
+    assert_eq!(e["code"], "index_not_built");
+    let s = call(&app, "GET", "/v1/status", Value::Null, 200).await;
+    assert_eq!(s["built"], false);
+    assert_eq!(s["index"], Value::Null);
+}
+
+#[tokio::test]
+async fn a_request_past_its_time_limit_is_stopped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = index(tmp.path(), "idx", &notes(tmp.path()));
+    // An index that takes longer to open than the request may last.
+    let slow: finder_server::Opener = std::sync::Arc::new(|dir, settings| {
+        std::thread::sleep(Duration::from_millis(400));
+        finder_index::Finder::open(dir, settings)
+    });
+    let space = finder_server::Space::new("default", &dir, None)
+        .unwrap()
+        .with_opener(slow);
+    let limits = Limits {
+        request_timeout: Duration::from_millis(50),
+        ..Limits::default()
+    };
+    let app = finder_server::App::new(
+        finder_server::Spaces::new(vec![space]).unwrap(),
+        None,
+        limits,
+    );
+    let e = call(&app, "POST", "/v1/search", json!({"query": "token"}), 503).await;
+    assert_eq!(e["code"], "timeout");
+    assert_eq!(e["details"]["limit_ms"], 50);
+}
+
+#[test]
+fn binding_beyond_loopback_needs_a_token() {
+    assert!(finder_server::check_bind("127.0.0.1:0", false).is_ok());
+    assert!(finder_server::check_bind("[::1]:0", false).is_ok());
+    let e = finder_server::check_bind("0.0.0.0:7700", false).unwrap_err();
+    assert!(e.to_string().contains("--token-file"), "{e}");
+    assert!(finder_server::check_bind("0.0.0.0:7700", true).is_ok());
+}
