@@ -37,9 +37,15 @@ pub struct FusedFragment {
 /// key, so the order is deterministic. A fragment listed twice in one list counts once, at its
 /// best rank.
 pub fn rrf(lists: &[RankedList], rrf_k: u32) -> Vec<FusedFragment> {
+    accumulate(lists, |_, rank, _| 1.0 / (rrf_k as f64 + rank as f64))
+}
+
+/// Sums `share(list index, one-based rank, channel score)` per fragment over the lists, a
+/// fragment counting once per list (at its best rank), and sorts best first.
+fn accumulate(lists: &[RankedList], share: impl Fn(usize, u32, f32) -> f64) -> Vec<FusedFragment> {
     let mut by_fragment: HashMap<FragmentKey, usize> = HashMap::new();
     let mut fused: Vec<FusedFragment> = Vec::new();
-    for list in lists {
+    for (l, list) in lists.iter().enumerate() {
         for (i, hit) in list.hits.iter().enumerate() {
             let rank = i as u32 + 1;
             let slot = *by_fragment.entry(hit.fragment).or_insert_with(|| {
@@ -51,10 +57,10 @@ pub fn rrf(lists: &[RankedList], rrf_k: u32) -> Vec<FusedFragment> {
                 fused.len() - 1
             });
             let entry = &mut fused[slot];
-            if entry.lists.iter().any(|l| l.channel == list.channel) {
+            if entry.lists.iter().any(|r| r.channel == list.channel) {
                 continue;
             }
-            let share = 1.0 / (rrf_k as f64 + rank as f64);
+            let share = share(l, rank, hit.score);
             entry.seed += share;
             entry.lists.push(ListRank {
                 channel: list.channel,
@@ -94,54 +100,30 @@ pub fn convex(lists: &[RankedList], alpha: f64) -> Vec<FusedFragment> {
         (_, 0) => (1.0, 0.0),
         _ => (alpha, 1.0 - alpha),
     };
-    let mut by_fragment: HashMap<FragmentKey, usize> = HashMap::new();
-    let mut fused: Vec<FusedFragment> = Vec::new();
-    for list in lists.iter().filter(|l| !l.hits.is_empty()) {
-        let weight = if dense(list.channel) {
-            dense_side / n_dense as f64
-        } else {
-            sparse_side / n_sparse as f64
-        };
-        let max = list
-            .hits
-            .iter()
-            .map(|h| h.score as f64)
-            .fold(f64::MIN, f64::max);
-        let min = list
-            .hits
-            .iter()
-            .map(|h| h.score as f64)
-            .fold(f64::MAX, f64::min);
-        for (i, hit) in list.hits.iter().enumerate() {
-            let slot = *by_fragment.entry(hit.fragment).or_insert_with(|| {
-                fused.push(FusedFragment {
-                    fragment: hit.fragment,
-                    seed: 0.0,
-                    lists: Vec::new(),
-                });
-                fused.len() - 1
-            });
-            let entry = &mut fused[slot];
-            if entry.lists.iter().any(|l| l.channel == list.channel) {
-                continue;
-            }
-            let normalized = if max > min {
-                (hit.score as f64 - min) / (max - min)
+    // Per list: its weight and the score range it is normalised over.
+    let scales: Vec<(f64, f64, f64)> = lists
+        .iter()
+        .map(|list| {
+            let weight = if dense(list.channel) {
+                dense_side / n_dense.max(1) as f64
             } else {
-                1.0
+                sparse_side / n_sparse.max(1) as f64
             };
-            let share = weight * normalized;
-            entry.seed += share;
-            entry.lists.push(ListRank {
-                channel: list.channel,
-                rank: i as u32 + 1,
-                score: hit.score,
-                share,
-            });
-        }
-    }
-    sort_fused(&mut fused);
-    fused
+            let scores = list.hits.iter().map(|h| h.score as f64);
+            let max = scores.clone().fold(f64::MIN, f64::max);
+            let min = scores.fold(f64::MAX, f64::min);
+            (weight, min, max)
+        })
+        .collect();
+    accumulate(lists, |l, _, score| {
+        let (weight, min, max) = scales[l];
+        let normalized = if max > min {
+            (score as f64 - min) / (max - min)
+        } else {
+            1.0
+        };
+        weight * normalized
+    })
 }
 
 fn sort_fused(fused: &mut [FusedFragment]) {
