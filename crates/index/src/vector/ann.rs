@@ -284,6 +284,7 @@ impl Hnsw {
     }
 
     /// The stored vector of a live key.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn get(&self, key: u64) -> Option<&[f32]> {
         self.rows_by_key.get(&key).map(|&row| self.vector(row))
     }

@@ -8,7 +8,6 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::ann::Hnsw;
-use super::distance::dot;
 use crate::error::{IndexError, Result};
 
 pub(crate) const LOG_FILE: &str = "vectors.log";
@@ -89,15 +88,15 @@ impl VectorIndex {
     }
 
     /// The `k` nearest fragments within `max_distance` (cosine distance), best first, as
-    /// `(fragment key, cosine similarity)`. The ANN window (half again as wide as `k`) is
-    /// reordered by exact float32 cosine before it is cut.
+    /// `(fragment key, cosine similarity)`. The graph walks a window half again as wide as
+    /// `k`; it keeps full float32 vectors and scores every candidate with an exact dot
+    /// product, so the window's order is already the exact cosine order before it is cut.
     pub fn search(&self, query: &[f32], k: usize, ef: usize, max_distance: f32) -> Vec<(u64, f32)> {
         let window = k + k / 2;
         let mut hits: Vec<(u64, f32)> = self
             .graph
             .search(query, window, ef.max(window))
             .into_iter()
-            .filter_map(|(key, _)| self.graph.get(key).map(|v| (key, dot(query, v))))
             .filter(|(_, sim)| 1.0 - sim <= max_distance)
             .collect();
         hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
