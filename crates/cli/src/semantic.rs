@@ -3,9 +3,10 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Result;
-use finder_core::{EmbedBackend, Settings};
+use finder_core::{Embed, EmbedBackend, EmbedSettings, Settings};
 use finder_index::{build_vectors, Finder, VectorReport};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -15,6 +16,37 @@ pub fn open(index: &Path, settings: Settings) -> Result<Finder> {
     let embed = settings.embed.clone();
     let mut finder = Finder::open(index, settings)?;
     finder.attach_embedder(finder_embed::load(&embed));
+    Ok(finder)
+}
+
+/// A loaded embedding model with the settings it was loaded for.
+type Loaded = (EmbedSettings, Arc<dyn Embed>);
+
+/// Embedding models loaded once and shared by every reopen of an index: a server reopens a
+/// space after each commit, and loading the model each time would cost every write.
+/// Failures are not cached, so a model installed later is picked up.
+#[derive(Default)]
+pub struct ModelCache(Mutex<Vec<Loaded>>);
+
+impl ModelCache {
+    fn get(&self, settings: &EmbedSettings) -> std::result::Result<Option<Arc<dyn Embed>>, String> {
+        let mut loaded = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, model)) = loaded.iter().find(|(s, _)| s == settings) {
+            return Ok(Some(Arc::clone(model)));
+        }
+        let model = finder_embed::load(settings)?;
+        if let Some(m) = &model {
+            loaded.push((settings.clone(), Arc::clone(m)));
+        }
+        Ok(model)
+    }
+}
+
+/// Like [`open`], with the model taken from (or added to) `cache`.
+pub fn open_cached(cache: &ModelCache, index: &Path, settings: Settings) -> Result<Finder> {
+    let embedder = cache.get(&settings.embed);
+    let mut finder = Finder::open(index, settings)?;
+    finder.attach_embedder(embedder);
     Ok(finder)
 }
 

@@ -19,8 +19,9 @@ fn spaces(
     config: Option<&Path>,
     after_write: Option<AfterWrite>,
 ) -> Result<Spaces> {
-    let opener: Opener = Arc::new(|dir, settings| {
-        semantic::open(dir, settings).map_err(|e| {
+    let models = Arc::new(semantic::ModelCache::default());
+    let opener: Opener = Arc::new(move |dir, settings| {
+        semantic::open_cached(&models, dir, settings).map_err(|e| {
             e.downcast::<IndexError>()
                 .unwrap_or_else(|e| IndexError::Embedding {
                     reason: format!("{e:#}"),
