@@ -13,10 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// Opens an index for queries with the configured embedding model attached (or the reason it
 /// is unavailable, which queries report as a degraded vector channel).
 pub fn open(index: &Path, settings: Settings) -> Result<Finder> {
-    let embed = settings.embed.clone();
-    let mut finder = Finder::open(index, settings)?;
-    finder.attach_embedder(finder_embed::load(&embed));
-    Ok(finder)
+    open_cached(&ModelCache::default(), index, settings)
 }
 
 /// A loaded embedding model with the settings it was loaded for.

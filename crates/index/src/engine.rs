@@ -160,20 +160,17 @@ impl Finder {
         let mut settings = self.settings.clone();
         for o in overrides {
             settings.set(o)?;
-            if settings.embed != self.settings.embed {
+            let embed_changed = settings.embed != self.settings.embed;
+            if embed_changed || settings.index != self.info.settings {
                 let key = o
                     .split_once('=')
                     .map_or(o.as_str(), |(k, _)| k.trim())
                     .to_string();
-                let indexed = "the model the vectors were built with".to_string();
-                return Err(IndexError::IndexTimeSetting { key, indexed });
-            }
-            if settings.index != self.info.settings {
-                let key = o
-                    .split_once('=')
-                    .map_or(o.as_str(), |(k, _)| k.trim())
-                    .to_string();
-                let indexed = toml_value(&self.info.settings, &key);
+                let indexed = if embed_changed {
+                    "the model the vectors were built with".to_string()
+                } else {
+                    toml_value(&self.info.settings, &key)
+                };
                 return Err(IndexError::IndexTimeSetting { key, indexed });
             }
         }

@@ -8,8 +8,16 @@ fn hash64(parts: &[&[u8]]) -> u64 {
         h.update(&(p.len() as u64).to_le_bytes());
         h.update(p);
     }
-    let bytes = h.finalize();
-    u64::from_le_bytes(bytes.as_bytes()[..8].try_into().expect("8 bytes"))
+    first_u64(&h.finalize())
+}
+
+fn first_u64(hash: &blake3::Hash) -> u64 {
+    u64::from_le_bytes(hash.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+/// Hash of the text a vector was made from: a vector is reused only for the same text.
+pub(crate) fn text_hash(text: &str) -> u64 {
+    first_u64(&blake3::hash(text.as_bytes()))
 }
 
 pub(crate) fn source_key(id: &str) -> SourceKey {

@@ -20,6 +20,7 @@ use super::ann::{Hnsw, HnswParams};
 use super::search::{read_state, VectorState, ANN_FILE, LOG_FILE};
 use super::{log, VECTOR_DIR};
 use crate::error::{IndexError, Result};
+use crate::keys::text_hash;
 use crate::store_error;
 use crate::writer::{load_catalog, open_or_create};
 
@@ -235,11 +236,7 @@ fn embed_texts(dir: &Path, settings: &Settings) -> Result<Vec<(u64, u64, String)
             } else {
                 format!("{title}\n{body}")
             };
-            let hash = u64::from_le_bytes(
-                blake3::hash(embed.as_bytes()).as_bytes()[..8]
-                    .try_into()
-                    .expect("8 bytes"),
-            );
+            let hash = text_hash(&embed);
             out.push((key, hash, embed));
         }
     }
