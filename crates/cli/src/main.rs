@@ -34,6 +34,19 @@ enum ModelCommand {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Make a static (Model2Vec-format) model from the installed MiniLM: far faster
+    /// embedding for big corpora, at some cost in quality (`embed.backend = "static"`).
+    Distill {
+        /// MiniLM folder (default: the installed one).
+        #[arg(long)]
+        from: Option<PathBuf>,
+        /// Output folder (default: `minilm-static` beside the MiniLM folder).
+        #[arg(long)]
+        to: Option<PathBuf>,
+        /// Dimensions to keep (1–384).
+        #[arg(long, default_value_t = finder_embed::DEFAULT_DISTILL_DIMS)]
+        dims: usize,
+    },
 }
 
 #[derive(Subcommand)]
@@ -78,6 +91,10 @@ enum Command {
         set: Vec<String>,
         #[arg(long)]
         config: Option<PathBuf>,
+        /// The query's vector, as a JSON array or `@FILE` holding one, instead of embedding
+        /// the query text (needed with `embed.backend = "precomputed"`).
+        #[arg(long, value_name = "JSON|@FILE")]
+        vector: Option<String>,
     },
     /// Show what an index holds.
     Status {
@@ -151,6 +168,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             semantic::install(dir.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Model {
+            command: ModelCommand::Distill { from, to, dims },
+        } => {
+            semantic::distill(from.as_deref(), to.as_deref(), dims)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Index {
             inputs,
             index,
@@ -166,11 +189,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             explain,
             set,
             config,
+            vector,
         } => {
             let settings = load_settings(&index, config.as_deref())?;
             let finder = semantic::open(&index, settings)?;
             let settings = finder.settings_with(&set)?;
-            let response = finder.search(&query, &settings, offset, limit)?;
+            let vector = vector.as_deref().map(semantic::parse_vector).transpose()?;
+            let response =
+                finder.search_with_vector(&query, vector.as_deref(), &settings, offset, limit)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&response)?);
             } else {

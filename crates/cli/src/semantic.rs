@@ -90,3 +90,51 @@ pub fn install(dir: Option<&Path>) -> Result<()> {
     finder_embed::install_minilm(&dir, &mut |msg| eprintln!("{msg}"))?;
     Ok(())
 }
+
+/// `finder model distill`: a static model from the MiniLM folder.
+pub fn distill(from: Option<&Path>, to: Option<&Path>, dims: usize) -> Result<()> {
+    let from = from.map_or_else(finder_embed::default_model_dir, Path::to_path_buf);
+    let to = to.map_or_else(finder_embed::default_static_dir, Path::to_path_buf);
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template("distilling {bar:30} {pos}/{len} tokens · eta {eta}")
+                .expect("valid template"),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let report = finder_embed::distill(&from, &to, dims, &mut |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    })?;
+    bar.finish_and_clear();
+    println!(
+        "static model: {} tokens × {} dims in {:.1} s ({:.1}% of the variance kept) → {}",
+        report.tokens,
+        report.dims,
+        report.seconds,
+        report.explained_variance * 100.0,
+        report.dir.display()
+    );
+    println!("use it with `[embed] backend = \"static\"` (model_dir defaults to that folder)");
+    Ok(())
+}
+
+/// Reads a query vector given as a JSON array or `@FILE` holding one.
+pub fn parse_vector(arg: &str) -> Result<Vec<f32>> {
+    let (text, place) = match arg.strip_prefix('@') {
+        Some(path) => (
+            std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("--vector {path}: {e}"))?,
+            path.to_string(),
+        ),
+        None => (arg.to_string(), "--vector".to_string()),
+    };
+    let values: Vec<f64> = serde_json::from_str(text.trim())
+        .map_err(|e| anyhow::anyhow!("{place}: expected a JSON array of numbers ({e})"))?;
+    if values.is_empty() || values.iter().any(|x| !x.is_finite()) {
+        anyhow::bail!("{place}: expected a non-empty array of finite numbers");
+    }
+    Ok(values.into_iter().map(|x| x as f32).collect())
+}

@@ -9,8 +9,10 @@ mod bm25;
 mod embed;
 mod error;
 mod fusion;
+mod graph;
 mod model;
 mod pipeline;
+mod refine;
 mod rollup;
 mod settings;
 
@@ -18,11 +20,31 @@ pub use bm25::{bm25_idf, bm25_term_score, Bm25Params};
 pub use embed::Embed;
 pub use error::{SettingsError, SettingsErrorKind};
 pub use fusion::{convex, fuse, normalize_top, rrf, FusedFragment, ListRank};
+pub use graph::{
+    boost, boost_with, Boost, BoostEntry, BoostParams, BoostScratch, Graph, KindWeights,
+    RelationKind, Via, DEFAULT_DAMPING, DEFAULT_EPSILON, DEFAULT_ITERATIONS,
+    DEFAULT_PUSH_THRESHOLD, KIND_COUNT,
+};
 pub use model::{
     Channel, ChannelReport, ChannelStatus, Diagnostics, Envelope, Explain, ExplainPart, Extent,
     FragmentKey, Hint, Hit, RankedList, ScoredFragment, SearchResponse, SourceKey, StageTime,
 };
 pub use pipeline::{search, ChannelOutcome, FragmentMeta, Retriever, SourceView, Stopwatch};
+pub use refine::{
+    apply_filter, apply_rerank, collapse_near_duplicates, comparable_score, content_tokens, facets,
+    facets_of, filter_min_score, hamming, max_rrf_sum, merge_plugins, mmr, parse_date,
+    personalization_lambda, personalize, preference_weights, recency_blend, recency_factor,
+    reorder, rerank_plan, rrf_share, simhash, sort_by_date, Absorbed, Attr, Candidate,
+    CollapseExplain, ComparableScore, DateExplain, DedupParams, ExtrasFilter, Facet, FacetValue,
+    Facets, Filtered, Interaction, MergedHit, MinScoreParams, MmrExplain, MmrParams,
+    PersonalExplain, PersonalParams, PersonalSummary, Personalized, PluginList, PluginMergeExplain,
+    PluginMergeParams, PluginRank, QueryGate, Ranked, RecencyExplain, RecencyParams, Refinement,
+    RerankExplain, RerankMode, RerankPlan, Similarity, UserProfile, CATALOG_MAX_DEPTH,
+    CATALOG_MIN_DEPTH, CATALOG_RERANK_HEAD, DEFAULT_FROZEN_HEAD,
+    DEFAULT_INTERACTION_HALF_LIFE_DAYS, DEFAULT_MIN_SCORE, DEFAULT_MMR_LAMBDA,
+    DEFAULT_PERSONAL_LAMBDAS, DEFAULT_RECENCY_BLEND, DEFAULT_RECENCY_HALF_LIFE_DAYS,
+    DEFAULT_RERANK_HEAD, DEFAULT_SIMHASH_MAX_DISTANCE, DEFAULT_SIMHASH_SHINGLE, NODE_ID_KEY,
+};
 pub use rollup::{rollup, RollupPart, SourceScore};
 pub use settings::{
     levenshtein, EmbedBackend, EmbedSettings, FinderSettings, Fusion, IndexSettings,

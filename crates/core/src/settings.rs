@@ -25,6 +25,8 @@ pub const DEFAULT_QUERY_EMBED_TIMEOUT_MS: u64 = 2_000;
 pub const DEFAULT_ALPHA: f64 = 0.5;
 pub const DEFAULT_EMBED_MAX_TOKENS: usize = 256;
 pub const DEFAULT_EMBED_BATCH_SIZE: usize = 32;
+/// Vector length of the `precomputed` backend (MiniLM's).
+pub const DEFAULT_PRECOMPUTED_DIM: usize = 384;
 
 /// Languages with a stemmer and a stop list.
 pub const LANGUAGES: &[&str] = &[
@@ -61,10 +63,12 @@ pub struct Settings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EmbedSettings {
-    /// `minilm`, `http` or `none` (no semantic layer).
+    /// `minilm`, `static`, `http`, `precomputed` or `none` (no semantic layer).
     pub backend: EmbedBackend,
-    /// MiniLM model folder; empty means the default data folder.
+    /// Model folder (MiniLM or static); empty means the backend's default data folder.
     pub model_dir: String,
+    /// Vector length of the `precomputed` backend (records' `vector` and query vectors).
+    pub dim: usize,
     /// Longest input, in word pieces.
     pub max_tokens: usize,
     /// Texts per inference batch.
@@ -83,6 +87,7 @@ impl Default for EmbedSettings {
         EmbedSettings {
             backend: EmbedBackend::Minilm,
             model_dir: String::new(),
+            dim: DEFAULT_PRECOMPUTED_DIM,
             max_tokens: DEFAULT_EMBED_MAX_TOKENS,
             batch_size: DEFAULT_EMBED_BATCH_SIZE,
             http_url: String::new(),
@@ -100,8 +105,13 @@ impl Default for EmbedSettings {
 pub enum EmbedBackend {
     /// all-MiniLM-L6-v2 run in Rust; used when its model folder is present.
     Minilm,
+    /// A Model2Vec-format static model (token vectors averaged; `finder model distill`
+    /// makes one from MiniLM).
+    Static,
     /// An embedding server speaking the OpenAI or Ollama API.
     Http,
+    /// Vectors given with the data (`vector` in JSONL records) and with each query.
+    Precomputed,
     /// No semantic layer.
     None,
 }
@@ -367,6 +377,7 @@ impl Settings {
             600_000.0,
         )?;
         check.range("embed.http_retries", e.http_retries as f64, 0.0, 10.0)?;
+        check.range("embed.dim", e.dim as f64, 1.0, 4_096.0)?;
         if e.backend == EmbedBackend::Http && e.http_url.is_empty() {
             return Err(check.invalid(
                 "embed.http_url",

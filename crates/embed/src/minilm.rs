@@ -101,6 +101,38 @@ impl MiniLm {
             ids.extend(e.get_ids().iter().map(|&x| x as i64));
             mask.extend(e.get_attention_mask().iter().map(|&x| x as i64));
         }
+        self.forward(ids, mask, rows, cols)
+    }
+
+    /// Embeds sequences of token ids given as they are (no special tokens added), all of the
+    /// same length: what distillation feeds the model one vocabulary entry at a time.
+    pub(crate) fn embed_ids(&self, sequences: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let rows = sequences.len();
+        let Some(cols) = sequences.first().map(Vec::len) else {
+            return Ok(Vec::new());
+        };
+        if sequences.iter().any(|s| s.len() != cols) {
+            return Err(EmbedError::Inference(
+                "token sequences of one batch must have one length".into(),
+            ));
+        }
+        let ids = sequences.iter().flatten().map(|&x| x as i64).collect();
+        self.forward(ids, vec![1; rows * cols], rows, cols)
+    }
+
+    pub(crate) fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// Runs the transformer over a `rows × cols` batch and mean-pools over the mask.
+    fn forward(
+        &self,
+        ids: Vec<i64>,
+        mask: Vec<i64>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let fail = |e: &dyn std::fmt::Display| EmbedError::Inference(e.to_string());
         let device = Device::Cpu;
         let run = || -> candle_core::Result<Vec<Vec<f32>>> {
             let ids = Tensor::from_vec(ids, (rows, cols), &device)?;

@@ -18,6 +18,9 @@ pub struct SourceDoc {
     /// blake3 hex of everything that shapes the indexed form (raw bytes or record JSON).
     pub hash: String,
     pub fragments: Vec<FragmentDoc>,
+    /// A vector given with the record (`vector`), used for every fragment of the source when
+    /// `embed.backend = "precomputed"`.
+    pub vector: Option<Vec<f32>>,
 }
 
 /// One passage of a source.

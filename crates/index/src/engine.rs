@@ -190,11 +190,26 @@ impl Finder {
         offset: usize,
         limit: usize,
     ) -> Result<SearchResponse> {
+        self.search_with_vector(query, None, settings, offset, limit)
+    }
+
+    /// Like [`Finder::search`], with the query's vector given rather than embedded here (the
+    /// `precomputed` backend, or a caller that embedded the query itself). The vector must
+    /// come from the model the index's vectors were built with.
+    pub fn search_with_vector(
+        &self,
+        query: &str,
+        vector: Option<&[f32]>,
+        settings: &Settings,
+        offset: usize,
+        limit: usize,
+    ) -> Result<SearchResponse> {
         let run = QueryRun {
             finder: self,
             searcher: self.reader.searcher(),
             seen: RefCell::new(HashMap::new()),
             extra: RefCell::new(Vec::new()),
+            vector: vector.map(|v| crate::vector::unit(v.to_vec())),
         };
         finder_core::search(&run, query, settings, offset, limit)
     }
@@ -285,6 +300,8 @@ struct QueryRun<'a> {
     seen: RefCell<HashMap<FragmentKey, Seen>>,
     /// Sub-stage timings (query embedding) reported with the response.
     extra: RefCell<Vec<StageTime>>,
+    /// The query's vector when the caller gave one (unit length).
+    vector: Option<Vec<f32>>,
 }
 
 impl QueryRun<'_> {
@@ -426,6 +443,16 @@ impl QueryRun<'_> {
         if !settings.vector.enabled {
             return Ok(ChannelOutcome::Skipped("vector.enabled = false".into()));
         }
+        if let (Some(given), Ok(Some(index))) = (&self.vector, &self.finder.vectors) {
+            if given.len() != index.dim() {
+                return degraded(format!(
+                    "the query vector has {} numbers, the index's vectors {}",
+                    given.len(),
+                    index.dim()
+                ));
+            }
+            return Ok(self.nearest(index, given, settings, depth));
+        }
         let embedder = match &self.finder.semantic {
             Semantic::Off => return Ok(ChannelOutcome::Skipped("embed.backend = \"none\"".into())),
             Semantic::Detached => {
@@ -471,19 +498,29 @@ impl QueryRun<'_> {
             }
             Err(reason) => return degraded(reason),
         };
+        Ok(self.nearest(index, &vector, settings, depth))
+    }
+
+    fn nearest(
+        &self,
+        index: &VectorIndex,
+        vector: &[f32],
+        settings: &Settings,
+        depth: usize,
+    ) -> ChannelOutcome {
         let v = &settings.vector;
         let hits = index
-            .search(&vector, depth, v.ef_search, v.max_vector_distance)
+            .search(vector, depth, v.ef_search, v.max_vector_distance)
             .into_iter()
             .map(|(key, sim)| finder_core::ScoredFragment {
                 fragment: FragmentKey(key),
                 score: sim,
             })
             .collect();
-        Ok(ChannelOutcome::Ran(finder_core::RankedList {
+        ChannelOutcome::Ran(finder_core::RankedList {
             channel: Channel::Vector,
             hits,
-        }))
+        })
     }
 }
 

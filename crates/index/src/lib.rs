@@ -9,6 +9,7 @@ mod analyzer;
 mod document;
 mod engine;
 mod error;
+pub mod graph;
 mod ingest;
 mod keys;
 mod lexical;

@@ -25,6 +25,8 @@ pub(crate) struct Fields {
     pub body: Field,
     /// JSON: extent and heading; on ordinal 0 also the source record.
     pub meta: Field,
+    /// A precomputed vector (little-endian f32s); absent in indexes made before it existed.
+    pub vector: Option<Field>,
 }
 
 pub(crate) fn build_schema() -> (Schema, Fields) {
@@ -45,6 +47,7 @@ pub(crate) fn build_schema() -> (Schema, Fields) {
         trigrams: b.add_text_field("trigrams", analyzed(TRIGRAMS)),
         body: b.add_text_field("body", STORED),
         meta: b.add_text_field("meta", STORED),
+        vector: Some(b.add_bytes_field("vector", STORED)),
     };
     (b.build(), fields)
 }
@@ -60,6 +63,7 @@ pub(crate) fn resolve(schema: &Schema) -> Option<Fields> {
         trigrams: f("trigrams")?,
         body: f("body")?,
         meta: f("meta")?,
+        vector: f("vector"),
     })
 }
 

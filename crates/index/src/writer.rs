@@ -131,6 +131,15 @@ pub fn index_inputs(
                     report.problems.push(problem);
                 }
                 Ok(source) => {
+                    if let Some(reason) = vector_problem(&source, fields, settings) {
+                        seen.insert(source.id.clone());
+                        report.problems.push(Problem {
+                            place: source.origin.clone(),
+                            reason: format!("source `{}`: {reason}", source.id),
+                            source_id: Some(source.id.clone()),
+                        });
+                        return;
+                    }
                     if !seen.insert(source.id.clone()) {
                         report.problems.push(Problem {
                             place: source.origin.clone(),
@@ -236,6 +245,26 @@ pub fn index_inputs(
     Ok(report)
 }
 
+/// Why a source's precomputed vector cannot be used, when the backend uses them.
+fn vector_problem(source: &SourceDoc, fields: Fields, settings: &Settings) -> Option<String> {
+    if settings.embed.backend != finder_core::EmbedBackend::Precomputed {
+        return None;
+    }
+    let v = source.vector.as_ref()?;
+    if fields.vector.is_none() {
+        return Some(
+            "this index predates stored vectors; index into a new folder to use `vector`".into(),
+        );
+    }
+    (v.len() != settings.embed.dim).then(|| {
+        format!(
+            "`vector` has {} numbers; embed.dim is {}",
+            v.len(),
+            settings.embed.dim
+        )
+    })
+}
+
 fn kind_name(kind: &ingest::InputKind) -> &'static str {
     match kind {
         ingest::InputKind::Folder => "folder",
@@ -301,6 +330,11 @@ fn add_source(
         );
         if settings.index.trigrams {
             doc.add_text(fields.trigrams, &indexed);
+        }
+        // Stored whatever the backend, so switching to `precomputed` needs no re-read.
+        if let (Some(field), Some(v)) = (fields.vector, &source.vector) {
+            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            doc.add_bytes(field, &bytes);
         }
         writer.add_document(doc)?;
     }

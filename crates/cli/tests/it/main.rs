@@ -217,6 +217,54 @@ fn eval_names_missing_layers_and_unknown_presets() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown preset `lexcal`"));
 }
 
+#[test]
+fn precomputed_vectors_from_records_and_the_command_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lines = [
+        r#"{"id":"x","title":"Ex","text":"first note","vector":[1,0,0]}"#,
+        r#"{"id":"y","title":"Why","text":"second note","vector":[0,1,0]}"#,
+    ];
+    let input = write(tmp.path(), "r.jsonl", &lines.join("\n"));
+    let config = write(
+        tmp.path(),
+        "p.toml",
+        "[embed]\nbackend = \"precomputed\"\ndim = 3\n",
+    );
+    let vector = write(tmp.path(), "q.json", "[0.1, 0.9, 0]");
+    let index = tmp.path().join("idx");
+    let (input, index, config) = (
+        input.to_str().unwrap(),
+        index.to_str().unwrap(),
+        config.to_str().unwrap(),
+    );
+    let report: serde_json::Value = serde_json::from_str(&ok(&[
+        "index", input, "--index", index, "--config", config, "--json",
+    ]))
+    .unwrap();
+    assert_eq!(report["vectors"]["embedded"], 2, "{report}");
+    let search = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "search", "note", "--index", index, "--config", config, "--json",
+        ];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&ok(&args)).unwrap()
+    };
+    let at = format!("@{}", vector.display());
+    let json = search(&["--vector", &at, "--set", "lexical.enabled=false"]);
+    assert_eq!(json["hits"][0]["id"], "y", "{json}");
+    let json = search(&["--vector", "[1, 0, 0]", "--set", "lexical.enabled=false"]);
+    assert_eq!(json["hits"][0]["id"], "x", "{json}");
+    // No vector given: lexical answers, the vector channel says why it did not run.
+    let json = search(&[]);
+    assert_eq!(
+        json["diagnostics"]["channels"][2]["status"], "degraded",
+        "{json}"
+    );
+    let out = finder(&["search", "note", "--index", index, "--vector", "[1, \"a\"]"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--vector: expected a JSON array"));
+}
+
 mod with_model {
     //! The semantic layer through the binary, with the real model (installed by
     //! `finder model install`; CI installs it before the tests).
@@ -302,6 +350,81 @@ mod with_model {
         assert_eq!(
             (vector["channel"].as_str(), vector["status"].as_str()),
             (Some("vector"), Some("ran"))
+        );
+    }
+
+    #[test]
+    fn distill_makes_a_static_model_that_indexes_and_searches() {
+        if !model_installed() {
+            eprintln!("skipping: embedding model not installed");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let model = tmp.path().join("static");
+        let out = run(&[
+            "model",
+            "distill",
+            "--to",
+            model.to_str().unwrap(),
+            "--dims",
+            "64",
+        ]);
+        assert!(out.contains("30522 tokens × 64 dims"), "{out}");
+        for file in [
+            "model.safetensors",
+            "tokenizer.json",
+            "config.json",
+            "NOTICE",
+        ] {
+            assert!(model.join(file).is_file(), "{file}");
+        }
+        let config = write(
+            tmp.path(),
+            "static.toml",
+            &format!(
+                "[embed]\nbackend = \"static\"\nmodel_dir = {:?}\n",
+                model.to_str().unwrap()
+            ),
+        );
+        let input = notes(tmp.path());
+        let index = tmp.path().join("idx");
+        let (input, index, config) = (
+            input.to_str().unwrap(),
+            index.to_str().unwrap(),
+            config.to_str().unwrap(),
+        );
+        let report: serde_json::Value = serde_json::from_str(&run(&[
+            "index", input, "--index", index, "--config", config, "--json",
+        ]))
+        .unwrap();
+        assert_eq!(report["vectors"]["embedded"], 4, "{report}");
+        assert!(report["vectors"]["model_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("static/"));
+        let json: serde_json::Value = serde_json::from_str(&run(&[
+            "search",
+            "backup restore",
+            "--index",
+            index,
+            "--config",
+            config,
+            "--json",
+            "--set",
+            "lexical.enabled=false",
+        ]))
+        .unwrap();
+        // The nearest fragment (vector rank 1) is the backups note.
+        let first = json["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["explain"]["parts"][0]["lists"][0]["rank"] == 1)
+            .expect("a hit holds vector rank 1");
+        assert_eq!(first["id"], "backups.md", "{json}");
+        assert_eq!(
+            json["diagnostics"]["channels"][2]["status"], "ran",
+            "{json}"
         );
     }
 }

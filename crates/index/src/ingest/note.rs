@@ -70,6 +70,7 @@ pub(super) fn note_from_bytes(
         .summary
         .unwrap_or_else(|| derive_summary(body, settings.summary_max_chars));
     out.push(Ok(SourceDoc {
+        vector: None,
         id: id.to_string(),
         origin: origin.to_string(),
         envelope: Envelope {

@@ -131,6 +131,7 @@ struct Record {
     tags: Vec<String>,
     summary: Option<String>,
     extras: BTreeMap<String, String>,
+    vector: Option<Vec<f32>>,
 }
 
 impl Record {
@@ -151,6 +152,7 @@ impl Record {
             hash,
             // Record extents are relative to the record's text: there is no file to slice.
             fragments: fragment(&self.text, 0, 1, settings.fragment_max_chars),
+            vector: self.vector,
             id: self.id,
         }
     }
@@ -247,6 +249,18 @@ fn fields(object: &Map<String, Value>, id: String, layout: Layout) -> Result<Rec
             _ => BTreeMap::new(),
         },
     };
+    let vector = match object.get("vector") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(items)) => Some(
+            items
+                .iter()
+                .map(|x| x.as_f64().map(|x| x as f32).filter(|x| x.is_finite()))
+                .collect::<Option<Vec<f32>>>()
+                .filter(|v| !v.is_empty())
+                .ok_or("`vector` must be a non-empty array of finite numbers")?,
+        ),
+        Some(_) => return Err("`vector` must be a non-empty array of finite numbers".to_string()),
+    };
     Ok(Record {
         id,
         title,
@@ -255,6 +269,7 @@ fn fields(object: &Map<String, Value>, id: String, layout: Layout) -> Result<Rec
         tags,
         summary,
         extras,
+        vector,
     })
 }
 

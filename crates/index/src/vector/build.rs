@@ -60,7 +60,8 @@ pub fn build_vectors(
     let model_id = embedder.model_id().to_string();
     let dim = embedder.dim();
 
-    let fragments = embed_texts(dir, settings)?;
+    let precomputed = settings.embed.backend == finder_core::EmbedBackend::Precomputed;
+    let fragments = embed_texts(dir, settings, precomputed)?;
     let log_path = vdir.join(LOG_FILE);
     let existing = log::read(&log_path, &model_id, dim).map_err(io_err(&log_path))?;
     let (mut have, valid_len) = match existing {
@@ -71,6 +72,15 @@ pub fn build_vectors(
         .iter()
         .filter(|(key, hash, _)| have.get(key).is_none_or(|(h, _)| h != hash))
         .collect();
+    // Precomputed vectors were stored with the fragments: nothing to embed, only to check.
+    let mut given = if precomputed {
+        stored_vectors(dir, settings)?
+    } else {
+        HashMap::new()
+    };
+    if precomputed {
+        todo.retain(|(key, _, _)| given.contains_key(key));
+    }
     // Similar lengths in a batch waste less on padding.
     todo.sort_by_key(|(_, _, text)| text.len());
     let reused = fragments.len() - todo.len();
@@ -81,15 +91,28 @@ pub fn build_vectors(
     let batch = settings.embed.batch_size.max(1);
     progress(0, todo.len());
     for (i, chunk) in todo.chunks(batch).enumerate() {
-        let texts: Vec<&str> = chunk.iter().map(|(_, _, t)| t.as_str()).collect();
-        let vectors = embedder
-            .embed(&texts)
-            .map_err(|reason| IndexError::Embedding { reason })?;
+        let vectors = if precomputed {
+            chunk
+                .iter()
+                .map(|(key, _, _)| unit(given.remove(key).unwrap_or_default()))
+                .collect()
+        } else {
+            let texts: Vec<&str> = chunk.iter().map(|(_, _, t)| t.as_str()).collect();
+            embedder
+                .embed(&texts)
+                .map_err(|reason| IndexError::Embedding { reason })?
+        };
         for ((key, hash, _), v) in chunk.iter().zip(vectors) {
             if v.len() != dim {
-                return Err(IndexError::Embedding {
-                    reason: format!("model returned {} dimensions, expected {dim}", v.len()),
-                });
+                let reason = if precomputed {
+                    format!(
+                        "fragment {key:016x}: its record's `vector` has {} numbers; embed.dim is {dim}",
+                        v.len()
+                    )
+                } else {
+                    format!("model returned {} dimensions, expected {dim}", v.len())
+                };
+                return Err(IndexError::Embedding { reason });
             }
             writer.append(*key, *hash, &v).map_err(io_err(&log_path))?;
             have.insert(*key, (*hash, v));
@@ -199,7 +222,12 @@ pub fn build_vectors(
 
 /// Every live fragment of the lexical index: `(fragment key, text hash, text to embed)`.
 /// The text is the source title, the heading and the fragment, as the lexical field has it.
-fn embed_texts(dir: &Path, settings: &Settings) -> Result<Vec<(u64, u64, String)>> {
+/// With precomputed vectors the hash is the vector's, so a changed vector is rebuilt.
+fn embed_texts(
+    dir: &Path,
+    settings: &Settings,
+    precomputed: bool,
+) -> Result<Vec<(u64, u64, String)>> {
     let (index, fields) = open_or_create(dir, settings)?;
     let titles: HashMap<String, String> = load_catalog(&index, fields, dir)?
         .into_iter()
@@ -236,10 +264,64 @@ fn embed_texts(dir: &Path, settings: &Settings) -> Result<Vec<(u64, u64, String)
             } else {
                 format!("{title}\n{body}")
             };
-            let hash = text_hash(&embed);
+            let hash = match (precomputed, fields.vector) {
+                (true, Some(field)) => match doc.get_first(field).and_then(|v| v.as_bytes()) {
+                    Some(bytes) => blake3_u64(bytes),
+                    None => continue,
+                },
+                _ => text_hash(&embed),
+            };
             out.push((key, hash, embed));
         }
     }
     out.sort_by_key(|(k, _, _)| *k);
     Ok(out)
+}
+
+fn blake3_u64(bytes: &[u8]) -> u64 {
+    let hash = blake3::hash(bytes);
+    let mut head = [0u8; 8];
+    head.copy_from_slice(&hash.as_bytes()[..8]);
+    u64::from_le_bytes(head)
+}
+
+/// The vectors stored with fragments (`vector` of JSONL records), by fragment key.
+fn stored_vectors(dir: &Path, settings: &Settings) -> Result<HashMap<u64, Vec<f32>>> {
+    let (index, fields) = open_or_create(dir, settings)?;
+    let Some(field) = fields.vector else {
+        return Ok(HashMap::new());
+    };
+    let reader = index.reader().map_err(|e| store_error(dir, e))?;
+    let searcher = reader.searcher();
+    let mut out = HashMap::new();
+    for segment in searcher.segment_readers() {
+        let store = segment
+            .get_store_reader(64)
+            .map_err(|e| store_error(dir, e.into()))?;
+        for doc_id in segment.doc_ids_alive() {
+            let doc: TantivyDocument = store.get(doc_id).map_err(|e| store_error(dir, e))?;
+            let Some(bytes) = doc.get_first(field).and_then(|v| v.as_bytes()) else {
+                continue;
+            };
+            let key = doc
+                .get_first(fields.fragment_key)
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0);
+            let vector = bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            out.insert(key, vector);
+        }
+    }
+    Ok(out)
+}
+
+/// Scales a vector to unit length (cosine is a dot product downstream); zero stays zero.
+pub(crate) fn unit(mut v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 1e-12 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    v
 }

@@ -11,6 +11,7 @@ pub(crate) mod distance;
 mod log;
 mod search;
 
+pub(crate) use build::unit;
 pub use build::{build_vectors, VectorReport};
 pub use search::VectorState;
 pub(crate) use search::{read_state, VectorIndex, LOG_FILE, STATE_FILE};

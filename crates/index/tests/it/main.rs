@@ -2,6 +2,7 @@
 //! atomic indexing, extents, and query-time settings.
 
 mod bm25;
+mod graph;
 mod indexing;
 mod support;
 mod vectors;

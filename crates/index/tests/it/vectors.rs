@@ -309,3 +309,115 @@ fn every_semantic_failure_degrades_to_lexical() {
     assert_eq!(status, ChannelStatus::Degraded);
     assert!(reason.unwrap().contains("run `finder index`"));
 }
+
+/// The `precomputed` backend's stand-in: vectors come with the data, nothing is embedded.
+struct GivenVectors;
+
+impl Embed for GivenVectors {
+    fn model_id(&self) -> &str {
+        "precomputed/3"
+    }
+
+    fn dim(&self) -> usize {
+        3
+    }
+
+    fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        Err("the precomputed backend embeds no text".into())
+    }
+}
+
+fn precomputed() -> Settings {
+    let mut s = Settings::default();
+    s.embed.backend = finder_core::EmbedBackend::Precomputed;
+    s.embed.dim = 3;
+    s
+}
+
+#[test]
+fn precomputed_vectors_come_from_records_and_queries() {
+    let fx = Fixture::new();
+    let line = |id: &str, text: &str, v: [f32; 3]| {
+        serde_json::json!({ "id": id, "title": id, "text": text, "vector": v }).to_string()
+    };
+    let input = fx.write(
+        "records.jsonl",
+        &[
+            line("north", "alpha words", [1.0, 0.0, 0.0]),
+            line("east", "beta words", [0.0, 2.0, 0.0]),
+            line("up", "gamma words", [0.0, 0.0, 0.5]),
+            // No vector: lexical only.
+            serde_json::json!({ "id": "bare", "text": "delta words" }).to_string(),
+        ]
+        .join("\n"),
+    );
+    let settings = precomputed();
+    let report = fx.index(&[&input], &settings);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let built = build_vectors(&fx.index_dir(), &settings, &GivenVectors, &mut |_, _| {}).unwrap();
+    assert_eq!((built.embedded, built.total), (3, 3));
+
+    let finder = open_with(&fx, Arc::new(GivenVectors));
+    let mut dense = settings.clone();
+    dense.lexical.enabled = false;
+    // The nearest given vector wins, whatever its length was (vectors are normalised).
+    let r = finder
+        .search_with_vector("", Some(&[0.1, 3.0, 0.2]), &dense, 0, 10)
+        .unwrap();
+    assert_eq!(r.hits[0].id, "east");
+    assert_eq!(vector_report(&r).0, ChannelStatus::Ran);
+
+    // Without a query vector the channel degrades and says why; lexical still answers.
+    let r = finder.search("alpha", &settings, 0, 10).unwrap();
+    assert_eq!(r.hits[0].id, "north");
+    let (status, reason, _) = vector_report(&r);
+    assert_eq!(status, ChannelStatus::Degraded);
+    assert!(reason.unwrap().contains("precomputed"));
+
+    // A query vector of the wrong length is named, not a failure.
+    let r = finder
+        .search_with_vector("alpha", Some(&[1.0, 0.0]), &settings, 0, 10)
+        .unwrap();
+    let (status, reason, _) = vector_report(&r);
+    assert_eq!(status, ChannelStatus::Degraded);
+    assert!(reason.unwrap().contains("2 numbers"), "{r:?}");
+
+    // A changed vector is rebuilt; the others are reused.
+    std::fs::write(
+        &input,
+        [
+            line("north", "alpha words", [0.0, 1.0, 0.0]),
+            line("east", "beta words", [0.0, 2.0, 0.0]),
+            line("up", "gamma words", [0.0, 0.0, 0.5]),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    fx.index(&[&input], &settings);
+    let again = build_vectors(&fx.index_dir(), &settings, &GivenVectors, &mut |_, _| {}).unwrap();
+    assert_eq!((again.embedded, again.reused), (1, 2));
+}
+
+#[test]
+fn a_precomputed_vector_of_the_wrong_length_is_a_problem_with_its_source() {
+    let fx = Fixture::new();
+    let input = fx.write(
+        "records.jsonl",
+        &[
+            serde_json::json!({ "id": "ok", "text": "fine", "vector": [1, 0, 0] }).to_string(),
+            serde_json::json!({ "id": "short", "text": "bad", "vector": [1, 0] }).to_string(),
+            serde_json::json!({ "id": "junk", "text": "bad", "vector": ["x"] }).to_string(),
+        ]
+        .join("\n"),
+    );
+    let report = fx.index(&[&input], &precomputed());
+    let problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    let named = |what: &[&str]| problems.iter().any(|p| what.iter().all(|w| p.contains(w)));
+    assert!(
+        named(&["records.jsonl:3", "`vector` must be"]),
+        "{problems:?}"
+    );
+    assert!(named(&["`short`", "embed.dim is 3"]), "{problems:?}");
+    assert_eq!(report.sources, 1);
+}

@@ -1,0 +1,845 @@
+//! Entity mentions: which entities (by their names and aliases) a fragment names, as whole
+//! words, ignoring case, accents and punctuation.
+//!
+//! Text and aliases are folded the same way: split into words on every non-alphanumeric
+//! character, lowercased and accent-folded with the same tantivy filters as the lexical
+//! index, and joined by single spaces (`Jean-Luc Godard` → `jean luc godard`). One
+//! Aho–Corasick automaton over the surviving aliases, each padded with a space on both sides,
+//! scans the padded folded text, so every match is a whole-word match. The scan is
+//! overlapping and the leftmost-longest choice is made afterwards among whole-word matches
+//! only: a leftmost-longest automaton could stop on a match that is not whole-word (`ab c`
+//! in `ab cd`) and hide a whole-word one that overlaps it (`cd`).
+//!
+//! Aliases are filtered when the matcher is built, and every alias left out is reported with
+//! its reason so a missing edge can be explained: too short, a single stop word, shadowed by
+//! the same name given explicitly for another entity, or found in too many fragments.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::ops::Range;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use tantivy::tokenizer::{AsciiFoldingFilter, LowerCaser, SimpleTokenizer, TextAnalyzer};
+
+use super::stop_words::is_stop_word;
+
+/// Default shortest alias, in letters and digits (spaces not counted).
+pub const DEFAULT_MIN_ALIAS_CHARS: usize = 4;
+/// Default largest share of fragments an alias may be found in before it is dropped.
+pub const DEFAULT_MAX_ALIAS_DF: f64 = 0.02;
+/// Default number of fragments an alias may always be found in, however small the corpus.
+pub const DEFAULT_ALIAS_DF_FLOOR: u64 = 10;
+
+/// How aliases are filtered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MentionConfig {
+    /// Aliases with fewer letters and digits than this are dropped (`U2`, `AT&T` at 4).
+    pub min_chars: usize,
+    /// Aliases found in more than this share of the corpus's fragments are dropped. A value
+    /// of 1 or more, or one that is not a number, drops nothing.
+    pub max_df: f64,
+    /// An alias found in at most this many fragments is never dropped for frequency, so a
+    /// small corpus (where 2% is one or two fragments) keeps its names.
+    pub df_floor: u64,
+    /// Drop aliases that are one common English stop word (`these`, `which`).
+    pub stop_words: bool,
+}
+
+impl Default for MentionConfig {
+    fn default() -> Self {
+        MentionConfig {
+            min_chars: DEFAULT_MIN_ALIAS_CHARS,
+            max_df: DEFAULT_MAX_ALIAS_DF,
+            df_floor: DEFAULT_ALIAS_DF_FLOOR,
+            stop_words: true,
+        }
+    }
+}
+
+/// Why an alias does not produce mentions.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DropReason {
+    /// Nothing is left after folding (only punctuation).
+    Empty,
+    /// Fewer letters and digits than the minimum.
+    TooShort {
+        /// Letters and digits in the folded alias.
+        chars: usize,
+        /// The minimum.
+        min: usize,
+    },
+    /// A single common stop word.
+    StopWord,
+    /// Derived by removing a `(disambiguator)`, and another entity has this exact alias.
+    Shadowed {
+        /// The entity that has the alias itself.
+        by: u32,
+    },
+    /// Found in more fragments than the cap allows.
+    Frequent {
+        /// Fragments the alias was found in.
+        fragments: u64,
+        /// Fragments counted.
+        of: u64,
+        /// The share allowed.
+        max_df: f64,
+    },
+}
+
+impl fmt::Display for DropReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DropReason::Empty => write!(f, "no letters or digits"),
+            DropReason::TooShort { chars, min } => {
+                write!(
+                    f,
+                    "{chars} letters and digits, fewer than the minimum {min}"
+                )
+            }
+            DropReason::StopWord => write!(f, "a common stop word"),
+            DropReason::Shadowed { by } => {
+                write!(
+                    f,
+                    "entity {by} has this name itself, without a disambiguator"
+                )
+            }
+            DropReason::Frequent {
+                fragments,
+                of,
+                max_df,
+            } => write!(
+                f,
+                "found in {fragments} of {of} fragments, more than the {:.1}% allowed",
+                max_df * 100.0
+            ),
+        }
+    }
+}
+
+/// An alias that does not produce mentions, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DroppedAlias {
+    /// The entity it belonged to.
+    pub entity: u32,
+    /// The alias as given, or as derived (`Paris` from `Paris (band)`).
+    pub alias: String,
+    /// Its folded form.
+    pub folded: String,
+    /// Why it was dropped.
+    pub reason: DropReason,
+}
+
+/// One occurrence of an entity's alias in a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mention {
+    /// The entity named.
+    pub entity: u32,
+    /// Bytes of the text from the first to the last word of the alias.
+    pub range: Range<usize>,
+    /// The alias matched, as an index into [`MentionMatcher::aliases`].
+    pub alias: usize,
+}
+
+/// How often an entity is named in one text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct EntityCount {
+    /// The entity.
+    pub entity: u32,
+    /// Occurrences of its aliases.
+    pub count: u32,
+}
+
+/// Fragment counts per alias of one matcher, from [`MentionMatcher::count_fragment`];
+/// counts made on several threads add up with [`DfCounts::merge`].
+#[derive(Debug, Clone, Default)]
+pub struct DfCounts {
+    fragments: u64,
+    per_alias: Vec<u64>,
+    /// Scratch space for one fragment's aliases, kept to save an allocation per fragment.
+    seen: Vec<usize>,
+}
+
+impl DfCounts {
+    /// Adds `other`'s counts (from the same matcher) to these.
+    pub fn merge(&mut self, other: &DfCounts) {
+        self.fragments += other.fragments;
+        if self.per_alias.len() < other.per_alias.len() {
+            self.per_alias.resize(other.per_alias.len(), 0);
+        }
+        for (mine, theirs) in self.per_alias.iter_mut().zip(&other.per_alias) {
+            *mine += theirs;
+        }
+    }
+
+    /// Fragments counted.
+    pub fn fragments(&self) -> u64 {
+        self.fragments
+    }
+
+    /// Fragments the alias with this index was found in.
+    pub fn of_alias(&self, alias: usize) -> u64 {
+        self.per_alias.get(alias).copied().unwrap_or(0)
+    }
+}
+
+/// The automaton could not be built (too many aliases for its state ids).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot build the mention matcher: {0}")]
+pub struct MentionBuildError(String);
+
+/// Finds entity mentions in fragment text. Build it once per index; it is `Send + Sync`, so
+/// fragments can be scanned on several threads.
+#[derive(Debug, Clone)]
+pub struct MentionMatcher {
+    config: MentionConfig,
+    aliases: Vec<Alias>,
+    automaton: Option<AhoCorasick>,
+    dropped: Vec<DroppedAlias>,
+}
+
+/// The entities (each with its alias as written) that gave one folded alias themselves, and
+/// those that got it by dropping a disambiguator.
+type Group = (Vec<(u32, String)>, Vec<(u32, String)>);
+
+/// One folded alias and the entities it names, each with the alias as it was given.
+#[derive(Debug, Clone)]
+struct Alias {
+    folded: String,
+    owners: Vec<(u32, String)>,
+}
+
+impl MentionMatcher {
+    /// A matcher over `entities`, each an id and its names (title first, then aliases).
+    /// A name `Title (disambiguator)` also yields `Title`, unless another entity is called
+    /// `Title` itself. No frequency cap is applied; see [`MentionMatcher::apply_df_cap`] or
+    /// [`MentionMatcher::build_with_corpus`].
+    pub fn build<I, A, S>(entities: I, config: &MentionConfig) -> Result<Self, MentionBuildError>
+    where
+        I: IntoIterator<Item = (u32, A)>,
+        A: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        // folded alias → (entities that gave it, entities that got it by dropping a
+        // disambiguator), each with the alias as written.
+        let mut groups: BTreeMap<String, Group> = BTreeMap::new();
+        let mut dropped = Vec::new();
+        // (entity, folded alias) pairs already reported, so repeats are reported once.
+        let mut reported: HashSet<(u32, String)> = HashSet::new();
+        for (entity, names) in entities {
+            for name in names {
+                let name = name.as_ref().trim();
+                let mut forms = vec![(name.to_string(), false)];
+                if let Some(base) = strip_disambiguator(name) {
+                    forms.push((base.to_string(), true));
+                }
+                for (alias, derived) in forms {
+                    let folded = fold(&alias);
+                    let reason = filter(&folded, config);
+                    if let Some(reason) = reason {
+                        if reported.insert((entity, folded.clone())) {
+                            dropped.push(DroppedAlias {
+                                entity,
+                                alias,
+                                folded,
+                                reason,
+                            });
+                        }
+                        continue;
+                    }
+                    let group = groups.entry(folded).or_default();
+                    let side = if derived { &mut group.1 } else { &mut group.0 };
+                    if !side.iter().any(|(e, _)| *e == entity) {
+                        side.push((entity, alias));
+                    }
+                }
+            }
+        }
+        let mut aliases = Vec::with_capacity(groups.len());
+        for (folded, (mut given, derived)) in groups {
+            let owners = if given.is_empty() {
+                derived
+            } else {
+                given.sort_by_key(|(e, _)| *e);
+                let by = given[0].0;
+                for (entity, alias) in derived {
+                    if !given.iter().any(|(e, _)| *e == entity) {
+                        dropped.push(DroppedAlias {
+                            entity,
+                            alias,
+                            folded: folded.clone(),
+                            reason: DropReason::Shadowed { by },
+                        });
+                    }
+                }
+                given
+            };
+            let mut owners = owners;
+            owners.sort_by_key(|(e, _)| *e);
+            aliases.push(Alias { folded, owners });
+        }
+        let automaton = automaton(&aliases)?;
+        Ok(MentionMatcher {
+            config: config.clone(),
+            aliases,
+            automaton,
+            dropped,
+        })
+    }
+
+    /// [`MentionMatcher::build`], then one counting pass over `fragments` and
+    /// [`MentionMatcher::apply_df_cap`].
+    pub fn build_with_corpus<'t, I, A, S, F>(
+        entities: I,
+        config: &MentionConfig,
+        fragments: F,
+    ) -> Result<Self, MentionBuildError>
+    where
+        I: IntoIterator<Item = (u32, A)>,
+        A: IntoIterator<Item = S>,
+        S: AsRef<str>,
+        F: IntoIterator<Item = &'t str>,
+    {
+        let matcher = MentionMatcher::build(entities, config)?;
+        let mut counts = matcher.new_counts();
+        for text in fragments {
+            matcher.count_fragment(&mut counts, text);
+        }
+        matcher.apply_df_cap(&counts)
+    }
+
+    /// Empty counts for [`MentionMatcher::count_fragment`].
+    pub fn new_counts(&self) -> DfCounts {
+        DfCounts {
+            fragments: 0,
+            per_alias: vec![0; self.aliases.len()],
+            seen: Vec::new(),
+        }
+    }
+
+    /// Counts one fragment: every alias found in it as whole words (overlapping ones
+    /// included) counts once.
+    pub fn count_fragment(&self, counts: &mut DfCounts, text: &str) {
+        counts.fragments += 1;
+        let words = Words::of(text);
+        counts.seen.clear();
+        self.scan(&words, |alias, _| counts.seen.push(alias));
+        counts.seen.sort_unstable();
+        counts.seen.dedup();
+        if counts.per_alias.len() < self.aliases.len() {
+            counts.per_alias.resize(self.aliases.len(), 0);
+        }
+        for &alias in &counts.seen {
+            counts.per_alias[alias] += 1;
+        }
+    }
+
+    /// A matcher without the aliases found in more than `max_df` of the counted fragments
+    /// (and more than `df_floor`), which are added to [`MentionMatcher::dropped`].
+    pub fn apply_df_cap(self, counts: &DfCounts) -> Result<Self, MentionBuildError> {
+        let MentionMatcher {
+            config,
+            aliases,
+            mut dropped,
+            ..
+        } = self;
+        let of = counts.fragments;
+        let cap = config.max_df * of as f64;
+        let mut kept = Vec::with_capacity(aliases.len());
+        for (index, alias) in aliases.into_iter().enumerate() {
+            let found = counts.of_alias(index);
+            if found > config.df_floor && config.max_df < 1.0 && found as f64 > cap {
+                for (entity, name) in alias.owners {
+                    dropped.push(DroppedAlias {
+                        entity,
+                        alias: name,
+                        folded: alias.folded.clone(),
+                        reason: DropReason::Frequent {
+                            fragments: found,
+                            of,
+                            max_df: config.max_df,
+                        },
+                    });
+                }
+            } else {
+                kept.push(alias);
+            }
+        }
+        let automaton = automaton(&kept)?;
+        Ok(MentionMatcher {
+            config,
+            aliases: kept,
+            automaton,
+            dropped,
+        })
+    }
+
+    /// Every mention in `text`, in text order: the leftmost-longest whole-word alias
+    /// matches, not overlapping, one mention per entity the alias names.
+    pub fn find(&self, text: &str) -> Vec<Mention> {
+        let words = Words::of(text);
+        let mut found: Vec<(usize, usize, usize)> = Vec::new();
+        self.scan(&words, |alias, span| {
+            found.push((span.start, span.end, alias))
+        });
+        // Leftmost first, then longest; ties cannot happen, as folded aliases are distinct.
+        found.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let mut out = Vec::new();
+        let mut taken_to = 0;
+        for (start, end, alias) in found {
+            if start < taken_to {
+                continue;
+            }
+            // The padding spaces are shared by neighbouring matches.
+            taken_to = end - 1;
+            let Some(range) = words.source_range(start, end) else {
+                continue;
+            };
+            for (entity, _) in &self.aliases[alias].owners {
+                out.push(Mention {
+                    entity: *entity,
+                    range: range.clone(),
+                    alias,
+                });
+            }
+        }
+        out
+    }
+
+    /// The distinct entities `text` mentions and how often, by entity id.
+    pub fn mentions(&self, text: &str) -> Vec<EntityCount> {
+        let mut ids: Vec<u32> = self.find(text).into_iter().map(|m| m.entity).collect();
+        ids.sort_unstable();
+        let mut out: Vec<EntityCount> = Vec::new();
+        for entity in ids {
+            match out.last_mut() {
+                Some(last) if last.entity == entity => last.count += 1,
+                _ => out.push(EntityCount { entity, count: 1 }),
+            }
+        }
+        out
+    }
+
+    /// The folded aliases that produce mentions, in index order.
+    pub fn aliases(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.aliases.iter().map(|a| a.folded.as_str())
+    }
+
+    /// The entities the alias with this index names, with the alias as each gave it.
+    pub fn alias_owners(&self, alias: usize) -> &[(u32, String)] {
+        self.aliases.get(alias).map_or(&[], |a| a.owners.as_slice())
+    }
+
+    /// The aliases left out, and why.
+    pub fn dropped(&self) -> &[DroppedAlias] {
+        &self.dropped
+    }
+
+    /// The filter settings the matcher was built with.
+    pub fn config(&self) -> &MentionConfig {
+        &self.config
+    }
+
+    /// Calls `hit(alias, span)` for every whole-word alias occurrence, overlapping ones
+    /// included; `span` is in the padded folded text, padding spaces included.
+    fn scan(&self, words: &Words, mut hit: impl FnMut(usize, Range<usize>)) {
+        let Some(automaton) = &self.automaton else {
+            return;
+        };
+        if words.spans.is_empty() {
+            return;
+        }
+        let Ok(matches) = automaton.try_find_overlapping_iter(words.padded.as_str()) else {
+            return;
+        };
+        for m in matches {
+            hit(m.pattern().as_usize(), m.start()..m.end());
+        }
+    }
+}
+
+/// `text` folded for matching: its words lowercased and accent-folded, joined by single
+/// spaces (`Pokémon: Jean-Luc` → `pokemon jean luc`).
+pub fn fold(text: &str) -> String {
+    let words = Words::of(text);
+    words
+        .padded
+        .get(1..words.padded.len().saturating_sub(1))
+        .unwrap_or("")
+        .to_string()
+}
+
+/// `Title (disambiguator)` → `Title`; None for names without a final parenthesis.
+fn strip_disambiguator(name: &str) -> Option<&str> {
+    let inner = name.strip_suffix(')')?;
+    let open = inner.rfind('(')?;
+    let base = inner[..open].trim();
+    (!base.is_empty()).then_some(base)
+}
+
+/// Why a folded alias cannot be used, if it cannot.
+fn filter(folded: &str, config: &MentionConfig) -> Option<DropReason> {
+    let chars = folded.chars().filter(|&c| c != ' ').count();
+    if chars == 0 {
+        return Some(DropReason::Empty);
+    }
+    if chars < config.min_chars {
+        return Some(DropReason::TooShort {
+            chars,
+            min: config.min_chars,
+        });
+    }
+    if config.stop_words && !folded.contains(' ') && is_stop_word(folded) {
+        return Some(DropReason::StopWord);
+    }
+    None
+}
+
+fn automaton(aliases: &[Alias]) -> Result<Option<AhoCorasick>, MentionBuildError> {
+    if aliases.is_empty() {
+        return Ok(None);
+    }
+    AhoCorasick::builder()
+        .match_kind(MatchKind::Standard)
+        .build(aliases.iter().map(|a| format!(" {} ", a.folded)))
+        .map(Some)
+        .map_err(|e| MentionBuildError(e.to_string()))
+}
+
+/// A text's folded words: ` w1 w2 … wn ` (padded with one space each side) and where each
+/// word lies, there and in the text.
+struct Words {
+    padded: String,
+    /// Per word: its start and end in `padded`, and its bytes in the text.
+    spans: Vec<(usize, usize, Range<usize>)>,
+}
+
+impl Words {
+    fn of(text: &str) -> Words {
+        let mut analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
+            .filter(LowerCaser)
+            .filter(AsciiFoldingFilter)
+            .build();
+        let mut padded = String::with_capacity(text.len() + 2);
+        padded.push(' ');
+        let mut spans = Vec::new();
+        let mut stream = analyzer.token_stream(text);
+        while stream.advance() {
+            let token = stream.token();
+            let start = padded.len();
+            // Folding can yield punctuation (`½` → `1/2`); words hold letters and digits only.
+            padded.extend(token.text.chars().filter(|c| c.is_alphanumeric()));
+            if padded.len() == start {
+                continue;
+            }
+            spans.push((start, padded.len(), token.offset_from..token.offset_to));
+            padded.push(' ');
+        }
+        if spans.is_empty() {
+            padded.push(' ');
+        }
+        Words { padded, spans }
+    }
+
+    /// The text bytes of the padded match `start..end` (spaces included), from its first
+    /// word's start to its last word's end.
+    fn source_range(&self, start: usize, end: usize) -> Option<Range<usize>> {
+        let first = self
+            .spans
+            .binary_search_by_key(&(start + 1), |s| s.0)
+            .ok()?;
+        let last = self
+            .spans
+            .binary_search_by_key(&end.checked_sub(1)?, |s| s.1)
+            .ok()?;
+        Some(self.spans[first].2.start..self.spans[last].2.end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn config() -> MentionConfig {
+        MentionConfig {
+            df_floor: 0,
+            ..MentionConfig::default()
+        }
+    }
+
+    fn matcher(entities: &[(u32, &[&str])], config: &MentionConfig) -> MentionMatcher {
+        MentionMatcher::build(entities.iter().map(|(e, a)| (*e, a.iter())), config).unwrap()
+    }
+
+    /// `entity:matched text` per mention.
+    fn check(m: &MentionMatcher, text: &str) -> Vec<String> {
+        m.find(text)
+            .into_iter()
+            .map(|x| format!("{}:{}", x.entity, &text[x.range]))
+            .collect()
+    }
+
+    #[test]
+    fn folding() {
+        assert_eq!(
+            fold("Pokémon: Jean-Luc  GODARD's"),
+            "pokemon jean luc godard s"
+        );
+        assert_eq!(fold("Straße Æsop Øre ﬁle"), "strasse aesop ore file");
+        assert_eq!(fold(" -- "), "");
+        assert_eq!(fold(""), "");
+    }
+
+    #[test]
+    fn accents_case_and_punctuation() {
+        let m = matcher(
+            &[
+                (1, &["Pokémon"]),
+                (2, &["Jean-Luc Godard"]),
+                (3, &["AC/DC"]),
+            ],
+            &config(),
+        );
+        assert_eq!(
+            check(&m, "POKEMON fans met jean luc godard; acdc no, Ac-Dc yes."),
+            vec!["1:POKEMON", "2:jean luc godard", "3:Ac-Dc"]
+        );
+        assert_eq!(
+            check(&m, "Pokémons and xjean luc godard"),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn leftmost_longest_whole_words() {
+        let m = matcher(
+            &[
+                (1, &["New York"]),
+                (2, &["New York Times"]),
+                (3, &["York"]),
+                (4, &["abcd ef"]),
+                (5, &["efgh"]),
+            ],
+            &config(),
+        );
+        assert_eq!(
+            check(&m, "The New York Times in New York, then York."),
+            vec!["2:New York Times", "1:New York", "3:York"]
+        );
+        // `abcd ef` is not whole-word in `abcd efgh`; `efgh`, which overlaps it, still is.
+        assert_eq!(check(&m, "abcd efgh"), vec!["5:efgh"]);
+        assert_eq!(
+            m.mentions("York york YORK new york"),
+            vec![
+                EntityCount {
+                    entity: 1,
+                    count: 1
+                },
+                EntityCount {
+                    entity: 3,
+                    count: 3
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn disambiguators_stop_words_and_minimum_length() {
+        let m = matcher(
+            &[
+                (1, &["Paris (band)"]),
+                (2, &["Lilu (mythology)", "U2", "These", "The Who"]),
+                (3, &["Alû"]),
+            ],
+            &config(),
+        );
+        assert_eq!(
+            check(
+                &m,
+                "Paris played. Lilu is a spirit. U2, these, the who, Alu."
+            ),
+            vec!["1:Paris", "2:Lilu", "2:the who"]
+        );
+        let reasons: Vec<(String, String)> = m
+            .dropped()
+            .iter()
+            .map(|d| (d.alias.clone(), d.reason.to_string()))
+            .collect();
+        assert_eq!(
+            reasons,
+            vec![
+                (
+                    "U2".to_string(),
+                    "2 letters and digits, fewer than the minimum 4".to_string()
+                ),
+                ("These".to_string(), "a common stop word".to_string()),
+                (
+                    "Alû".to_string(),
+                    "3 letters and digits, fewer than the minimum 4".to_string()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_exact_name_shadows_a_derived_one() {
+        let m = matcher(&[(1, &["Paris (band)"]), (2, &["Paris"])], &config());
+        assert_eq!(check(&m, "in Paris"), vec!["2:Paris"]);
+        // A mention spans its words: the closing parenthesis is not part of it.
+        assert_eq!(check(&m, "Paris (band)."), vec!["1:Paris (band"]);
+        assert_eq!(
+            m.dropped(),
+            &[DroppedAlias {
+                entity: 1,
+                alias: "Paris".to_string(),
+                folded: "paris".to_string(),
+                reason: DropReason::Shadowed { by: 2 },
+            }]
+        );
+        // Two derived names share the alias: both entities are named.
+        let m = matcher(&[(1, &["Paris (band)"]), (2, &["Paris (film)"])], &config());
+        assert_eq!(check(&m, "Paris"), vec!["1:Paris", "2:Paris"]);
+    }
+
+    #[test]
+    fn frequent_aliases_are_capped_and_explained() {
+        let mut corpus: Vec<String> = (0..100).map(|i| format!("filler text {i}")).collect();
+        for text in corpus.iter_mut().take(2) {
+            text.push_str(" about Paris and Time");
+        }
+        corpus[50].push_str(" Time again");
+        corpus[60].push_str(" time");
+        let entities: Vec<(u32, Vec<&str>)> = vec![
+            (1, vec!["Paris (band)"]),
+            (2, vec!["Time"]),
+            (3, vec!["Filler"]),
+        ];
+        let m = MentionMatcher::build_with_corpus(
+            entities.clone(),
+            &config(),
+            corpus.iter().map(String::as_str),
+        )
+        .unwrap();
+        assert_eq!(check(&m, "Paris at Time"), vec!["1:Paris"]);
+        let frequent: Vec<String> = m
+            .dropped()
+            .iter()
+            .map(|d| format!("{} {}: {}", d.entity, d.alias, d.reason))
+            .collect();
+        assert_eq!(
+            frequent,
+            vec![
+                "3 Filler: found in 100 of 100 fragments, more than the 2.0% allowed",
+                "2 Time: found in 4 of 100 fragments, more than the 2.0% allowed",
+            ]
+        );
+        // The default floor keeps aliases found in a handful of fragments.
+        let m = MentionMatcher::build_with_corpus(
+            entities,
+            &MentionConfig::default(),
+            corpus.iter().map(String::as_str),
+        )
+        .unwrap();
+        assert_eq!(check(&m, "Paris at Time"), vec!["1:Paris", "2:Time"]);
+    }
+
+    #[test]
+    fn counts_merge_across_shards() {
+        let m = matcher(&[(1, &["alpha beta"]), (2, &["beta gamma"])], &config());
+        let mut a = m.new_counts();
+        let mut b = m.new_counts();
+        m.count_fragment(&mut a, "alpha beta gamma");
+        m.count_fragment(&mut b, "beta gamma, beta gamma");
+        m.count_fragment(&mut b, "nothing");
+        a.merge(&b);
+        assert_eq!(a.fragments(), 3);
+        let index = |name: &str| m.aliases().position(|x| x == name).unwrap();
+        assert_eq!(a.of_alias(index("alpha beta")), 1);
+        assert_eq!(a.of_alias(index("beta gamma")), 2);
+        assert_eq!(a.of_alias(99), 0);
+    }
+
+    #[test]
+    fn empty_matchers_and_texts() {
+        let m = matcher(&[], &config());
+        assert!(m.find("anything at all").is_empty());
+        let m = matcher(&[(1, &["Word", "!!"])], &config());
+        assert!(m.find("").is_empty());
+        assert!(m.find(" ,,, ").is_empty());
+        assert_eq!(m.dropped()[0].reason, DropReason::Empty);
+        let nan = MentionConfig {
+            max_df: f64::NAN,
+            ..config()
+        };
+        let m =
+            MentionMatcher::build_with_corpus(vec![(1, vec!["word"])], &nan, ["word"; 5]).unwrap();
+        assert_eq!(check(&m, "word"), vec!["1:word"]);
+    }
+
+    /// Brute force: at each word, the longest alias whose words follow; then skip past it.
+    fn brute_force(aliases: &[(u32, String)], text: &str) -> Vec<(u32, String)> {
+        let words: Vec<String> = fold(text).split(' ').map(str::to_string).collect();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < words.len() && !words[i].is_empty() {
+            let best = aliases
+                .iter()
+                .filter_map(|(e, a)| {
+                    let aw: Vec<&str> = a.split(' ').collect();
+                    let fits = words.len() >= i + aw.len()
+                        && aw.iter().zip(&words[i..]).all(|(x, y)| x == y);
+                    fits.then_some((aw.len(), *e, a.clone()))
+                })
+                .max_by_key(|(len, e, _)| (*len, std::cmp::Reverse(*e)));
+            match best {
+                Some((len, _, a)) => {
+                    for (e, b) in aliases {
+                        if *b == a {
+                            out.push((*e, a.clone()));
+                        }
+                    }
+                    i += len;
+                }
+                None => i += 1,
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn fast_path_equals_brute_force(
+            names in proptest::collection::vec("(ab|abc|cd|é|E)( (ab|abc|cd|é|E)){0,2}", 1..6),
+            text in "((ab|abc|cd|é|E|x)(-| |, |'|\\.)){0,12}",
+        ) {
+            let cfg = MentionConfig { min_chars: 1, stop_words: false, ..config() };
+            let entities: Vec<(u32, Vec<String>)> =
+                names.iter().enumerate().map(|(i, n)| (i as u32, vec![n.clone()])).collect();
+            let m = MentionMatcher::build(entities.clone(), &cfg).unwrap();
+            let mut aliases: Vec<(u32, String)> =
+                entities.iter().map(|(e, n)| (*e, fold(&n[0]))).collect();
+            aliases.sort();
+            aliases.dedup();
+            let fast: Vec<(u32, String)> = m
+                .find(&text)
+                .into_iter()
+                .map(|x| (x.entity, fold(&text[x.range])))
+                .collect();
+            let mut slow = brute_force(&aliases, &text);
+            let mut fast_sorted = fast.clone();
+            fast_sorted.sort();
+            slow.sort();
+            prop_assert_eq!(fast_sorted, slow);
+        }
+
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC*", alias in "\\PC{0,12}") {
+            let cfg = MentionConfig { min_chars: 1, stop_words: false, ..config() };
+            let m = MentionMatcher::build([(7u32, [alias.as_str()])], &cfg).unwrap();
+            for x in m.find(&text) {
+                prop_assert!(text.get(x.range.clone()).is_some());
+            }
+            let _ = m.mentions(&text);
+        }
+    }
+}
