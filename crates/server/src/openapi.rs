@@ -178,6 +178,7 @@ fn schemas() -> Value {
             "limit": limit,
             "offset": {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET, "default": 0},
             "settings": settings,
+            "vector": {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 4096, "description": "The query's vector, used instead of embedding `query` (required by the `precomputed` embedding backend; must come from the model the index's vectors were built with)."},
         })),
         "SearchResult": obj(&["space", "query", "offset", "limit", "hits", "facets", "diagnostics"], json!({
             "space": {"type": "string"}, "query": {"type": "string"},

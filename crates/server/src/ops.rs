@@ -18,6 +18,8 @@ use crate::wire::{
 
 /// Longest query text, in characters.
 pub const MAX_QUERY_CHARS: usize = 2_000;
+/// Longest query vector accepted.
+const MAX_VECTOR_DIMS: usize = 4_096;
 /// Longest text a recommend target turns into, in characters.
 const RECOMMEND_QUERY_CHARS: usize = 600;
 
@@ -26,8 +28,22 @@ pub fn search(space: &Space, request: &SearchRequest) -> Result<SearchResult> {
     check_page(request.limit, request.offset)?;
     let finder = space.finder()?;
     let settings = settings(space, &finder, &request.settings, &[])?;
+    if let Some(v) = &request.vector {
+        if v.is_empty() || v.len() > MAX_VECTOR_DIMS || v.iter().any(|x| !x.is_finite()) {
+            return Err(ServerError::invalid_field(
+                "vector",
+                format!("`vector` must hold 1 to {MAX_VECTOR_DIMS} finite numbers"),
+            ));
+        }
+    }
     let response = finder
-        .search(&request.query, &settings, request.offset, request.limit)
+        .search_with_vector(
+            &request.query,
+            request.vector.as_deref(),
+            &settings,
+            request.offset,
+            request.limit,
+        )
         .map_err(index_err(space))?;
     Ok(search_result(space, response))
 }

@@ -34,6 +34,10 @@ pub struct SearchRequest {
     pub offset: usize,
     #[serde(default)]
     pub settings: Overrides,
+    /// The query's vector, instead of embedding `query` (needed with the `precomputed`
+    /// embedding backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector: Option<Vec<f32>>,
 }
 
 /// Counts over the returned hits.

@@ -87,6 +87,25 @@ async fn malformed_bodies_and_out_of_range_fields_are_400() {
     let e = call(
         &app,
         "POST",
+        "/v1/search",
+        json!({"query": "token", "vector": []}),
+        400,
+    )
+    .await;
+    assert_eq!(e["details"]["field"], "vector");
+    // A query vector the index cannot use costs the vector channel, never the answer.
+    let r = call(
+        &app,
+        "POST",
+        "/v1/search",
+        json!({"query": "token", "vector": [0.5, 0.5]}),
+        200,
+    )
+    .await;
+    assert!(!r["hits"].as_array().unwrap().is_empty(), "{r:#}");
+    let e = call(
+        &app,
+        "POST",
         "/v1/context",
         json!({"query": "token", "budget_chars": 10}),
         400,
