@@ -27,7 +27,7 @@ pub use graph::{
 };
 pub use model::{
     Channel, ChannelReport, ChannelStatus, Diagnostics, Envelope, Explain, ExplainPart, Extent,
-    FragmentKey, Hint, Hit, RankedList, ScoredFragment, SearchResponse, SourceKey, StageTime,
+    FragmentKey, Hint, Hit, Query, RankedList, ScoredFragment, SearchResponse, SourceKey, StageTime,
 };
 pub use pipeline::{search, ChannelOutcome, FragmentMeta, Retriever, SourceView, Stopwatch};
 pub use refine::{

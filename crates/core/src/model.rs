@@ -169,6 +169,43 @@ impl Diagnostics {
     }
 }
 
+/// What a caller asks for: words and/or a vector, a page, and what narrows the answer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Query {
+    /// The query text (may be empty when a vector or `like` seeds the search).
+    pub text: String,
+    /// The query's vector, given instead of embedding `text`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vector: Option<Vec<f32>>,
+    pub offset: usize,
+    pub limit: usize,
+    /// `extras` equality filters: case-insensitive, all must hold.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub filters: BTreeMap<String, String>,
+    /// Only these source ids take part (every channel is restricted before ranking).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Vec<String>>,
+    /// Personalise for this user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Recommend: sources related to this source id, with no query text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub like: Option<String>,
+}
+
+impl Query {
+    /// A text query for hits `offset..offset+limit`.
+    pub fn text(text: impl Into<String>, offset: usize, limit: usize) -> Query {
+        Query {
+            text: text.into(),
+            offset,
+            limit,
+            ..Query::default()
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SearchResponse {
     pub query: String,

@@ -10,7 +10,7 @@ use std::time::Instant;
 use crate::fusion::{fuse, normalize_top};
 use crate::model::{
     Channel, ChannelReport, ChannelStatus, Diagnostics, Envelope, Explain, ExplainPart, Extent,
-    FragmentKey, Hint, Hit, RankedList, SearchResponse, SourceKey, StageTime,
+    FragmentKey, Hint, Hit, Query, RankedList, SearchResponse, SourceKey, StageTime,
 };
 use crate::rollup::rollup;
 use crate::settings::Settings;
@@ -53,7 +53,7 @@ pub trait Retriever {
     fn retrieve(
         &self,
         channel: Channel,
-        query: &str,
+        query: &Query,
         settings: &Settings,
         depth: usize,
     ) -> Result<ChannelOutcome, Self::Error>;
@@ -124,11 +124,10 @@ const MAX_DEPTH: usize = 2_000;
 /// Runs the whole pipeline for one query and returns hits `offset..offset+limit`.
 pub fn search<R: Retriever>(
     store: &R,
-    query: &str,
+    request: &Query,
     settings: &Settings,
-    offset: usize,
-    limit: usize,
 ) -> Result<SearchResponse, R::Error> {
+    let (query, offset, limit) = (request.text.as_str(), request.offset, request.limit);
     let mut watch = Stopwatch::default();
     let wanted = offset.saturating_add(limit);
     // Channel lists hold fragments and a page holds sources; when a page reaches past what the
@@ -140,7 +139,7 @@ pub fn search<R: Retriever>(
         let mut truncated = false;
         for channel in store.channels() {
             let depth = settings.list_size(channel).max(wanted).max(extra_depth);
-            let outcome = store.retrieve(channel, query, settings, depth)?;
+            let outcome = store.retrieve(channel, request, settings, depth)?;
             let ms = watch.lap(channel.name());
             let (status, reason, hits) = match outcome {
                 ChannelOutcome::Ran(list) => {
@@ -275,7 +274,7 @@ mod tests {
         fn retrieve(
             &self,
             channel: Channel,
-            _: &str,
+            _: &Query,
             _: &Settings,
             depth: usize,
         ) -> Result<ChannelOutcome, Self::Error> {
@@ -367,7 +366,7 @@ mod tests {
 
     #[test]
     fn pipeline_fuses_rolls_up_and_explains() {
-        let r = search(&memory(), "q", &Settings::default(), 0, 10).unwrap();
+        let r = search(&memory(), &Query::text("q", 0, 10), &Settings::default()).unwrap();
         let ids: Vec<&str> = r.hits.iter().map(|h| h.id.as_str()).collect();
         // s20: 1/63 + 1/61 beats s10: 1/61 + 0.1 · 1/64; the entity fragment never ranks.
         assert_eq!(ids, vec!["s20", "s10", "s30"]);
@@ -415,7 +414,7 @@ mod tests {
     fn max_hints_and_paging_apply() {
         let mut settings = Settings::default();
         settings.finder.max_hints = 1;
-        let r = search(&memory(), "q", &settings, 1, 1).unwrap();
+        let r = search(&memory(), &Query::text("q", 1, 1), &settings).unwrap();
         assert_eq!(r.hits.len(), 1);
         assert_eq!(r.hits[0].rank, 2);
         assert_eq!(r.hits[0].id, "s10");

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use finder_core::{
-    Bm25Params, Channel, ChannelOutcome, Embed, Extent, FragmentKey, FragmentMeta, Retriever,
+    Bm25Params, Channel, ChannelOutcome, Query, Embed, Extent, FragmentKey, FragmentMeta, Retriever,
     SearchResponse, Settings, SourceKey, SourceView, StageTime, TrigramMode,
 };
 use serde::Serialize;
@@ -204,14 +204,25 @@ impl Finder {
         offset: usize,
         limit: usize,
     ) -> Result<SearchResponse> {
+        let mut request = Query::text(query, offset, limit);
+        request.vector = vector.map(<[f32]>::to_vec);
+        self.query(&request, settings)
+    }
+
+    /// Runs a full request (text and/or vector, page, filters, scope, user) through the
+    /// pipeline.
+    pub fn query(&self, request: &Query, settings: &Settings) -> Result<SearchResponse> {
         let run = QueryRun {
             finder: self,
             searcher: self.reader.searcher(),
             seen: RefCell::new(HashMap::new()),
             extra: RefCell::new(Vec::new()),
-            vector: vector.map(|v| crate::vector::unit(v.to_vec())),
+            vector: request
+                .vector
+                .as_ref()
+                .map(|v| crate::vector::unit(v.clone())),
         };
-        finder_core::search(&run, query, settings, offset, limit)
+        finder_core::search(&run, request, settings)
     }
 
     pub fn status(&self) -> Result<Status> {
@@ -556,10 +567,11 @@ impl Retriever for QueryRun<'_> {
     fn retrieve(
         &self,
         channel: Channel,
-        query: &str,
+        request: &Query,
         settings: &Settings,
         depth: usize,
     ) -> Result<ChannelOutcome> {
+        let query = request.text.as_str();
         match channel {
             Channel::Lexical | Channel::Trigram if !settings.lexical.enabled => {
                 Ok(ChannelOutcome::Skipped("lexical.enabled = false".into()))
