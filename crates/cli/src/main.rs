@@ -95,6 +95,22 @@ enum Command {
         /// the query text (needed with `embed.backend = "precomputed"`).
         #[arg(long, value_name = "JSON|@FILE")]
         vector: Option<String>,
+        /// Keep only hits whose `extras` have this value (case-insensitive; repeatable, all
+        /// must hold). Applied after rerank, without refilling the page, unless `--prefilter`.
+        #[arg(long = "filter", value_name = "KEY=VALUE")]
+        filters: Vec<String>,
+        /// Apply `--filter` inside every channel before ranking, so the page stays full.
+        #[arg(long)]
+        prefilter: bool,
+        /// Search only these source ids (repeatable).
+        #[arg(long = "scope", value_name = "ID")]
+        scope: Vec<String>,
+        /// Personalise for this user (profiles from `refine.profiles`).
+        #[arg(long, value_name = "ID")]
+        user: Option<String>,
+        /// `score` (default) or `date` (newest first).
+        #[arg(long, value_name = "ORDER")]
+        sort: Option<String>,
     },
     /// Show what an index holds.
     Status {
@@ -190,13 +206,36 @@ fn run(cli: Cli) -> Result<ExitCode> {
             set,
             config,
             vector,
+            filters,
+            prefilter,
+            scope,
+            user,
+            sort,
         } => {
             let settings = load_settings(&index, config.as_deref())?;
-            let finder = semantic::open(&index, settings)?;
+            let mut finder = semantic::open(&index, settings)?;
+            let mut set = set;
+            if let Some(order) = sort {
+                set.push(format!("refine.sort={order}"));
+            }
+            if prefilter {
+                set.push("refine.prefilter=true".into());
+            }
             let settings = finder.settings_with(&set)?;
-            let vector = vector.as_deref().map(semantic::parse_vector).transpose()?;
-            let response =
-                finder.search_with_vector(&query, vector.as_deref(), &settings, offset, limit)?;
+            semantic::attach_refiners(&mut finder, &settings);
+            let mut request = finder_core::Query::text(query, offset, limit);
+            request.vector = vector.as_deref().map(semantic::parse_vector).transpose()?;
+            for f in &filters {
+                let (key, value) = f
+                    .split_once('=')
+                    .ok_or_else(|| anyhow::anyhow!("--filter {f}: expected KEY=VALUE"))?;
+                request
+                    .filters
+                    .insert(key.trim().to_string(), value.trim().to_string());
+            }
+            request.scope = (!scope.is_empty()).then_some(scope);
+            request.user = user;
+            let response = finder.query(&request, &settings)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&response)?);
             } else {
@@ -277,6 +316,7 @@ fn cmd_index(
         Progress::Input { path, kind } => bar.set_message(format!("{} ({kind})", path.display())),
         Progress::Source { done } => bar.set_position(done),
         Progress::Committing => bar.set_message("committing".to_string()),
+        Progress::Graph => bar.set_message("building the graph".to_string()),
     })
     .with_context(|| format!("indexing into {}", index.display()))?;
     bar.finish_and_clear();

@@ -42,9 +42,34 @@ impl ModelCache {
 /// Like [`open`], with the model taken from (or added to) `cache`.
 pub fn open_cached(cache: &ModelCache, index: &Path, settings: Settings) -> Result<Finder> {
     let embedder = cache.get(&settings.embed);
+    let reranker = finder_embed::reranker(&settings.refine, embedder.clone().ok().flatten());
+    let plugins = finder_embed::plugins(&settings.refine);
     let mut finder = Finder::open(index, settings)?;
     finder.attach_embedder(embedder);
+    finder.attach_refiners(reranker, plugins);
     Ok(finder)
+}
+
+/// Re-attaches the reranker and plugins when per-query overrides changed them (`--set
+/// refine.rerank=local`); the embedding model is loaded again only for the local reranker.
+pub fn attach_refiners(finder: &mut Finder, settings: &Settings) {
+    let (now, base) = (&settings.refine, &finder.settings().refine);
+    let same = now.rerank == base.rerank
+        && now.rerank_url == base.rerank_url
+        && now.rerank_model == base.rerank_model
+        && now.timeout_ms == base.timeout_ms
+        && now.plugins == base.plugins;
+    if same {
+        return;
+    }
+    let embedder = match now.rerank {
+        finder_core::RerankBackend::Local => finder_embed::load(&settings.embed).ok().flatten(),
+        _ => None,
+    };
+    finder.attach_refiners(
+        finder_embed::reranker(now, embedder),
+        finder_embed::plugins(now),
+    );
 }
 
 /// What happened to the vector layer during `finder index`.

@@ -87,7 +87,11 @@ fn percentile(sorted: &[Duration], q: f64) -> Duration {
 fn top(seeds: &[(u32, f64)], b: &Boost, k: usize) -> Vec<u32> {
     let mut ranked: Vec<(f64, u32)> = b.entries.iter().map(|e| (e.score, e.node)).collect();
     for r in ranked.iter_mut() {
-        r.0 += seeds.iter().filter(|s| s.0 == r.1).map(|s| s.1).sum::<f64>();
+        r.0 += seeds
+            .iter()
+            .filter(|s| s.0 == r.1)
+            .map(|s| s.1)
+            .sum::<f64>();
     }
     best(ranked, k)
 }
@@ -195,7 +199,11 @@ fn main() {
             times.sort();
             let ms = |d: Duration| d.as_secs_f64() * 1e3;
             let pct = |hits: usize| 100.0 * hits as f64 / (10 * QUERIES) as f64;
-            let mark = if threshold == DEFAULT_PUSH_THRESHOLD { "*" } else { " " };
+            let mark = if threshold == DEFAULT_PUSH_THRESHOLD {
+                "*"
+            } else {
+                " "
+            };
             println!(
                 "{:>7} {:>9.0e}{} {:>7.3} {:>7.3} {:>7.3} {:>7} {:>6.1} {:>8.1e} {:>8.1e} {:>6.1}% {:>6.1}%",
                 damping,

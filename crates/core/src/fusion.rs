@@ -29,6 +29,23 @@ pub struct FusedFragment {
     /// `Σ_lists 1 / (rrf_k + rank)`.
     pub seed: f64,
     pub lists: Vec<ListRank>,
+    /// What the graph boost added (`p` scaled to the seeds' total); 0 without a graph.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub boost: f64,
+    /// The strongest path that carried the boost, e.g. `via entity "Ed Wood" (mentions)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+}
+
+impl FusedFragment {
+    /// The score rollup uses: the fused seed plus the graph boost.
+    pub fn total(&self) -> f64 {
+        self.seed + self.boost
+    }
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// Fuses lists by reciprocal rank: `seed(f) = Σ 1/(rrf_k + rank_f)`, ranks one-based.
@@ -53,6 +70,8 @@ fn accumulate(lists: &[RankedList], share: impl Fn(usize, u32, f32) -> f64) -> V
                     fragment: hit.fragment,
                     seed: 0.0,
                     lists: Vec::new(),
+                    boost: 0.0,
+                    via: None,
                 });
                 fused.len() - 1
             });

@@ -21,29 +21,35 @@ pub use embed::Embed;
 pub use error::{SettingsError, SettingsErrorKind};
 pub use fusion::{convex, fuse, normalize_top, rrf, FusedFragment, ListRank};
 pub use graph::{
-    boost, boost_with, Boost, BoostEntry, BoostParams, BoostScratch, Graph, KindWeights,
-    RelationKind, Via, DEFAULT_DAMPING, DEFAULT_EPSILON, DEFAULT_ITERATIONS,
-    DEFAULT_PUSH_THRESHOLD, KIND_COUNT,
+    apply_boost, boost, boost_with, community_list, entity_list, neighbour_list, Boost, BoostEntry,
+    BoostParams, BoostReport, BoostScratch, Graph, GraphAccess, GraphSettings, KindWeights,
+    LinkOrder, RelationKind, Via, DEFAULT_BOOST_SEEDS, DEFAULT_DAMPING, DEFAULT_EPSILON,
+    DEFAULT_FAN_OUT, DEFAULT_GRAPH_DAMPING, DEFAULT_ITERATIONS, DEFAULT_PUSH_THRESHOLD, KIND_COUNT,
 };
 pub use model::{
-    Channel, ChannelReport, ChannelStatus, Diagnostics, Envelope, Explain, ExplainPart, Extent,
-    FragmentKey, Hint, Hit, Query, RankedList, ScoredFragment, SearchResponse, SourceKey, StageTime,
+    BoostDiagnostics, Channel, ChannelReport, ChannelStatus, Diagnostics, Envelope, Explain,
+    ExplainPart, Extent, FragmentKey, Hint, Hit, Query, RankedList, RefineReport, ScoredFragment,
+    SearchResponse, SourceKey, StageIssue, StageTime,
 };
-pub use pipeline::{search, ChannelOutcome, FragmentMeta, Retriever, SourceView, Stopwatch};
+pub use pipeline::{
+    search, search_with, ChannelOutcome, FragmentMeta, GraphState, Retriever, SourceView, Stopwatch,
+};
 pub use refine::{
     apply_filter, apply_rerank, collapse_near_duplicates, comparable_score, content_tokens, facets,
     facets_of, filter_min_score, hamming, max_rrf_sum, merge_plugins, mmr, parse_date,
     personalization_lambda, personalize, preference_weights, recency_blend, recency_factor,
     reorder, rerank_plan, rrf_share, simhash, sort_by_date, Absorbed, Attr, Candidate,
-    CollapseExplain, ComparableScore, DateExplain, DedupParams, ExtrasFilter, Facet, FacetValue,
-    Facets, Filtered, Interaction, MergedHit, MinScoreParams, MmrExplain, MmrParams,
-    PersonalExplain, PersonalParams, PersonalSummary, Personalized, PluginList, PluginMergeExplain,
-    PluginMergeParams, PluginRank, QueryGate, Ranked, RecencyExplain, RecencyParams, Refinement,
-    RerankExplain, RerankMode, RerankPlan, Similarity, UserProfile, CATALOG_MAX_DEPTH,
+    CollapseExplain, ComparableScore, DateExplain, DedupParams, Extensions, ExtrasFilter, Facet,
+    FacetValue, Facets, Filtered, Interaction, MergedHit, MinScoreParams, MmrExplain, MmrParams,
+    PersonalExplain, PersonalParams, PersonalSummary, Personalized, PluginHit, PluginList,
+    PluginMergeExplain, PluginMergeParams, PluginRank, PluginRetriever, QueryGate, Ranked,
+    RecencyExplain, RecencyParams, RefineSettings, Refinement, RerankBackend, RerankExplain,
+    RerankMode, RerankPlan, Reranker, Similarity, SortOrder, UserProfile, CATALOG_MAX_DEPTH,
     CATALOG_MIN_DEPTH, CATALOG_RERANK_HEAD, DEFAULT_FROZEN_HEAD,
-    DEFAULT_INTERACTION_HALF_LIFE_DAYS, DEFAULT_MIN_SCORE, DEFAULT_MMR_LAMBDA,
-    DEFAULT_PERSONAL_LAMBDAS, DEFAULT_RECENCY_BLEND, DEFAULT_RECENCY_HALF_LIFE_DAYS,
-    DEFAULT_RERANK_HEAD, DEFAULT_SIMHASH_MAX_DISTANCE, DEFAULT_SIMHASH_SHINGLE, NODE_ID_KEY,
+    DEFAULT_INTERACTION_HALF_LIFE_DAYS, DEFAULT_MIN_SCORE, DEFAULT_MMR_DEPTH, DEFAULT_MMR_LAMBDA,
+    DEFAULT_PERSONAL_LAMBDAS, DEFAULT_PLUGIN_DEPTH, DEFAULT_RECENCY_BLEND,
+    DEFAULT_RECENCY_HALF_LIFE_DAYS, DEFAULT_REFINE_TIMEOUT_MS, DEFAULT_RERANK_HEAD,
+    DEFAULT_SIMHASH_MAX_DISTANCE, DEFAULT_SIMHASH_SHINGLE, NODE_ID_KEY,
 };
 pub use rollup::{rollup, RollupPart, SourceScore};
 pub use settings::{

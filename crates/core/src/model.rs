@@ -23,6 +23,14 @@ pub enum Channel {
     Trigram,
     /// Nearest neighbours over fragment vectors.
     Vector,
+    /// Fragments that are what the query names (titles, aliases, entity names).
+    Entities,
+    /// One hop along the graph from the best fused fragments.
+    Neighbours,
+    /// Members of the hubs (tags, typed groups) the best fused fragments belong to.
+    Communities,
+    /// Recommend: the fragments of the source recommended from.
+    Like,
 }
 
 impl Channel {
@@ -31,6 +39,10 @@ impl Channel {
             Channel::Lexical => "lexical",
             Channel::Trigram => "trigram",
             Channel::Vector => "vector",
+            Channel::Entities => "entities",
+            Channel::Neighbours => "neighbours",
+            Channel::Communities => "communities",
+            Channel::Like => "like",
         }
     }
 }
@@ -93,6 +105,16 @@ pub struct ExplainPart {
     pub seed: f64,
     /// Rank and RRF share in each list that returned the fragment.
     pub lists: Vec<crate::ListRank>,
+    /// What the graph boost added to the seed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub boost: f64,
+    /// The strongest path that carried the boost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// Why a hit scored what it scored.
@@ -106,6 +128,9 @@ pub struct Explain {
     pub parts: Vec<ExplainPart>,
     /// Fragments of the source that matched but fell outside the rollup weights.
     pub other_fragments: usize,
+    /// What each refinement stage did to the hit, in the order they ran.
+    #[serde(default, skip_deserializing, skip_serializing_if = "Vec::is_empty")]
+    pub refinements: Vec<crate::refine::Refinement>,
 }
 
 /// One ranked source.
@@ -116,6 +141,10 @@ pub struct Hit {
     pub id: String,
     /// Score relative to the best hit of this query (top is 1.0).
     pub score: f64,
+    /// Absolute relevance in [0, 1] that means the same across queries: the best fragment's
+    /// reciprocal-rank sum over the largest sum the lists that ran could give.
+    #[serde(default)]
+    pub relevance: f64,
     pub envelope: Envelope,
     pub summary: String,
     pub hints: Vec<Hint>,
@@ -123,9 +152,10 @@ pub struct Hit {
 }
 
 /// What happened to a channel during one query.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChannelStatus {
+    #[default]
     Ran,
     Skipped,
     Degraded,
@@ -147,6 +177,23 @@ pub struct StageTime {
     pub ms: f64,
 }
 
+/// What the graph boost did for one query.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct BoostDiagnostics {
+    pub status: ChannelStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Fused fragments used as restart seeds.
+    pub seeds: usize,
+    /// Entities the query named, seeded too.
+    pub named: usize,
+    /// Nodes the spread reached.
+    pub touched: usize,
+    /// Fragments brought in by the graph alone.
+    pub added: usize,
+    pub rounds: u32,
+}
+
 /// Per-response account of the pipeline.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Diagnostics {
@@ -158,6 +205,39 @@ pub struct Diagnostics {
     pub fused_fragments: usize,
     /// Sources after rollup, before paging.
     pub ranked_sources: usize,
+    /// The graph boost: what it started from and reached, or why it did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boost: Option<BoostDiagnostics>,
+    /// What the refinement stages removed, and the ones that could not run.
+    #[serde(default)]
+    pub refine: RefineReport,
+}
+
+/// Per-response account of the refinement stages.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RefineReport {
+    /// Hits the late `extras` filters removed (the page is not refilled).
+    pub filtered_out: usize,
+    /// Hits the prefilter or scope removed from the channel lists (fragments).
+    pub prefiltered: usize,
+    /// Hits folded into a better-ranked near-duplicate.
+    pub collapsed: usize,
+    /// Hits below `refine.min_score`.
+    pub below_min_score: usize,
+    /// Whether personalization reordered the hits, and why not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub personalization: Option<String>,
+    /// Stages that were asked for but could not run (a reranker or plugin that failed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub degraded: Vec<StageIssue>,
+}
+
+/// A refinement stage that could not run, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageIssue {
+    pub stage: String,
+    pub reason: String,
 }
 
 impl Diagnostics {
@@ -212,5 +292,8 @@ pub struct SearchResponse {
     pub offset: usize,
     pub limit: usize,
     pub hits: Vec<Hit>,
+    /// Counts per `extras` value and tag over the returned hits.
+    #[serde(default, skip_deserializing)]
+    pub facets: crate::refine::Facets,
     pub diagnostics: Diagnostics,
 }

@@ -7,11 +7,13 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use crate::fusion::{fuse, normalize_top};
+use crate::fusion::fuse;
 use crate::model::{
-    Channel, ChannelReport, ChannelStatus, Diagnostics, Envelope, Explain, ExplainPart, Extent,
-    FragmentKey, Hint, Hit, Query, RankedList, SearchResponse, SourceKey, StageTime,
+    BoostDiagnostics, Channel, ChannelReport, ChannelStatus, Diagnostics, Envelope, Explain,
+    ExplainPart, Extent, FragmentKey, Hint, Hit, Query, RankedList, SearchResponse, SourceKey,
+    StageTime,
 };
+use crate::refine::{base_depth, Extensions, Level, Refiner};
 use crate::rollup::rollup;
 use crate::settings::Settings;
 
@@ -73,6 +75,34 @@ pub trait Retriever {
         Vec::new()
     }
 
+    /// The full text of a fragment, for near-duplicate collapse, MMR and rerank; `None` when
+    /// the store cannot say (the source summary stands in).
+    fn fragment_text(&self, _fragment: FragmentKey) -> Result<Option<String>, Self::Error> {
+        Ok(None)
+    }
+
+    /// A fragment's vector, for MMR by cosine; `None` falls back to term similarity.
+    fn fragment_vector(&self, _fragment: FragmentKey) -> Option<Vec<f32>> {
+        None
+    }
+
+    /// The key of a source id, when this store holds it (plugin hits name sources by id).
+    fn source_key(&self, _id: &str) -> Option<SourceKey> {
+        None
+    }
+
+    /// The fragments of the source a recommendation starts from (`Query::like`); an unknown
+    /// id is the store's error.
+    fn like_fragments(&self, id: &str) -> Result<Vec<FragmentKey>, Self::Error> {
+        let _ = id;
+        Ok(Vec::new())
+    }
+
+    /// The relation graph, when the store has one.
+    fn graph(&self) -> GraphState<'_> {
+        GraphState::Absent
+    }
+
     /// Text preview (at most `max_chars` characters) and extent of a fragment.
     fn hint(
         &self,
@@ -118,6 +148,108 @@ impl Stopwatch {
     }
 }
 
+/// The graph's part after the first fusion: channels derived from the fused seeds
+/// (neighbours, communities; fused again with the rest), then the boost. Reports the boost,
+/// or why it did not run; `None` when the store has no graph layer at all.
+fn graph_stages<R: Retriever>(
+    store: &R,
+    request: &Query,
+    settings: &Settings,
+    lists: &mut Vec<RankedList>,
+    reports: &mut Vec<ChannelReport>,
+    fused: &mut Vec<crate::FusedFragment>,
+    watch: &mut Stopwatch,
+) -> Option<BoostDiagnostics> {
+    let g = &settings.graph;
+    let access = match store.graph() {
+        GraphState::Absent => return None,
+        GraphState::Unavailable(reason) => {
+            return Some(BoostDiagnostics {
+                status: if g.boost {
+                    ChannelStatus::Degraded
+                } else {
+                    ChannelStatus::Skipped
+                },
+                reason: Some(reason),
+                ..BoostDiagnostics::default()
+            })
+        }
+        GraphState::Ready(access) => access,
+    };
+    let derived = [
+        (
+            Channel::Neighbours,
+            g.neighbours,
+            "graph.neighbours = false",
+        ),
+        (
+            Channel::Communities,
+            g.communities,
+            "graph.communities = false",
+        ),
+    ];
+    let mut more = false;
+    for (channel, on, off) in derived {
+        let depth = settings.list_size(channel);
+        let (status, reason, hits) = if !on {
+            (ChannelStatus::Skipped, Some(off.to_string()), 0)
+        } else {
+            let list = match channel {
+                Channel::Neighbours => crate::graph::neighbour_list(access, fused, g, depth),
+                _ => crate::graph::community_list(access, fused, g, depth),
+            };
+            let n = list.hits.len();
+            more |= n > 0;
+            lists.push(list);
+            (ChannelStatus::Ran, None, n)
+        };
+        let ms = watch.lap(channel.name());
+        reports.push(ChannelReport {
+            channel,
+            status,
+            reason,
+            hits,
+            ms,
+        });
+    }
+    if more {
+        *fused = fuse(lists, settings);
+        watch.lap("fusion.graph");
+    }
+    if !g.boost {
+        return Some(BoostDiagnostics {
+            status: ChannelStatus::Skipped,
+            reason: Some("graph.boost = false".into()),
+            ..BoostDiagnostics::default()
+        });
+    }
+    let named = if g.entities {
+        access.named(&request.text)
+    } else {
+        Vec::new()
+    };
+    let report = crate::graph::apply_boost(access, fused, &named, g);
+    watch.lap("graph.boost");
+    Some(BoostDiagnostics {
+        status: ChannelStatus::Ran,
+        reason: None,
+        seeds: report.seeds,
+        named: report.named,
+        touched: report.touched,
+        added: report.added,
+        rounds: report.rounds,
+    })
+}
+
+/// Whether a store has a graph for this query.
+pub enum GraphState<'a> {
+    /// The store has no graph layer.
+    Absent,
+    /// It has one, but not now (not built yet, unreadable); the reason is reported.
+    Unavailable(String),
+    Ready(&'a dyn crate::graph::GraphAccess),
+}
+
 /// The deepest a channel list grows to fill a deep page.
 const MAX_DEPTH: usize = 2_000;
 
@@ -127,24 +259,50 @@ pub fn search<R: Retriever>(
     request: &Query,
     settings: &Settings,
 ) -> Result<SearchResponse, R::Error> {
+    search_with(store, request, settings, &Extensions::default())
+}
+
+/// [`search`] with a reranker, plugin retrievers, user profiles or a fixed clock for the
+/// refinement stages.
+pub fn search_with<R: Retriever>(
+    store: &R,
+    request: &Query,
+    settings: &Settings,
+    ext: &Extensions,
+) -> Result<SearchResponse, R::Error> {
     let (query, offset, limit) = (request.text.as_str(), request.offset, request.limit);
     let mut watch = Stopwatch::default();
     let wanted = offset.saturating_add(limit);
-    // Channel lists hold fragments and a page holds sources; when a page reaches past what the
-    // lists gave, they are run again deeper, so deep pages are as complete as shallow ones.
-    let mut extra_depth = 0;
-    let (lists, reports, fused, meta, ranked) = loop {
+    // Channel lists hold fragments and a page holds sources. Ranking goes by levels: level
+    // `i` runs every channel at `2^i` times its list size and only adds sources after those
+    // earlier levels placed, so the long ranking never depends on the page (see
+    // `refine/run.rs`); a deep page just computes more levels.
+    let mut level: u32 = 0;
+    let mut refiner = Refiner::new(ext, request);
+    let mut boost_diag;
+    // Recommend: the target source's own fragments are the seeds, and never a result.
+    let like = match &request.like {
+        Some(id) => store.like_fragments(id)?,
+        None => Vec::new(),
+    };
+    let (reports, fused_fragments, ranked_sources) = loop {
         let mut lists = Vec::new();
         let mut reports = Vec::new();
         let mut truncated = false;
+        let mut deepest = 0;
         for channel in store.channels() {
-            let depth = settings.list_size(channel).max(wanted).max(extra_depth);
+            let depth = base_depth(settings, settings.list_size(channel))
+                .saturating_mul(1 << level.min(16))
+                .min(MAX_DEPTH);
             let outcome = store.retrieve(channel, request, settings, depth)?;
             let ms = watch.lap(channel.name());
             let (status, reason, hits) = match outcome {
                 ChannelOutcome::Ran(list) => {
+                    truncated |= list.hits.len() >= depth;
+                    deepest = deepest.max(list.hits.len());
+                    // Scope and the prefilter restrict each list before ranking.
+                    let list = refiner.restrict(store, list, settings)?;
                     let n = list.hits.len();
-                    truncated |= n >= depth;
                     lists.push(list);
                     (ChannelStatus::Ran, None, n)
                 }
@@ -160,8 +318,39 @@ pub fn search<R: Retriever>(
             });
         }
 
-        let fused = fuse(&lists, settings);
+        if !like.is_empty() {
+            lists.push(RankedList {
+                channel: Channel::Like,
+                hits: like
+                    .iter()
+                    .map(|&fragment| crate::ScoredFragment {
+                        fragment,
+                        score: 1.0,
+                    })
+                    .collect(),
+            });
+            reports.push(ChannelReport {
+                channel: Channel::Like,
+                status: ChannelStatus::Ran,
+                reason: None,
+                hits: like.len(),
+                ms: 0.0,
+            });
+        }
+        let mut fused = fuse(&lists, settings);
         watch.lap("fusion");
+        boost_diag = graph_stages(
+            store,
+            request,
+            settings,
+            &mut lists,
+            &mut reports,
+            &mut fused,
+            &mut watch,
+        );
+        if !like.is_empty() {
+            fused.retain(|f| !like.contains(&f.fragment));
+        }
 
         let keys: Vec<FragmentKey> = fused.iter().map(|f| f.fragment).collect();
         let metas = store.fragment_meta(&keys)?;
@@ -170,32 +359,57 @@ pub fn search<R: Retriever>(
             .zip(metas)
             .filter_map(|(k, m)| m.map(|m| (*k, m)))
             .collect();
-        let scored: Vec<(FragmentKey, f64)> = fused.iter().map(|f| (f.fragment, f.seed)).collect();
+        let scored: Vec<(FragmentKey, f64)> =
+            fused.iter().map(|f| (f.fragment, f.total())).collect();
         let ranked = rollup(
             &scored,
             |f| meta.get(&f).and_then(|m| m.source),
             &settings.finder.rollup_weights,
         );
         watch.lap("rollup");
-        let deepest = lists.iter().map(|l| l.hits.len()).max().unwrap_or(0);
-        if ranked.len() >= wanted || !truncated || deepest >= MAX_DEPTH {
-            break (lists, reports, fused, meta, ranked);
+        let by_fragment: HashMap<FragmentKey, &crate::FusedFragment> =
+            fused.iter().map(|f| (f.fragment, f)).collect();
+        let parts: Vec<Vec<ExplainPart>> = ranked
+            .iter()
+            .map(|source| {
+                source
+                    .parts
+                    .iter()
+                    .map(|p| {
+                        let fused = by_fragment[&p.fragment];
+                        ExplainPart {
+                            fragment: meta.get(&p.fragment).map_or(0, |m| m.ordinal),
+                            weight: p.weight,
+                            seed: fused.seed,
+                            lists: fused.lists.clone(),
+                            boost: fused.boost,
+                            via: fused.via.clone(),
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        refiner.add_level(
+            store,
+            request,
+            settings,
+            Level {
+                ranked: &ranked,
+                parts,
+                lists_ran: lists.len(),
+            },
+            &mut watch,
+        )?;
+        if refiner.placed() >= wanted || !truncated || deepest >= MAX_DEPTH {
+            break (reports, fused.len(), ranked.len());
         }
-        extra_depth = (deepest * 2).min(MAX_DEPTH);
+        level += 1;
     };
-    drop(lists);
-    let mut scores: Vec<f64> = ranked.iter().map(|s| s.score).collect();
-    let divisor = normalize_top(&mut scores);
-
-    let by_fragment: HashMap<FragmentKey, &crate::FusedFragment> =
-        fused.iter().map(|f| (f.fragment, f)).collect();
-    let mut hits = Vec::new();
-    for (i, source) in ranked.iter().enumerate().skip(offset).take(limit) {
-        let Some(view) = store.source(source.source)? else {
-            continue;
-        };
+    let (page, facets, refine_report) = refiner.page(offset, limit);
+    let mut hits = Vec::with_capacity(page.len());
+    for (i, entry) in page {
         let mut hints = Vec::new();
-        for &(fragment, score) in source.fragments.iter().take(settings.finder.max_hints) {
+        for &(fragment, score) in entry.fragments.iter().take(settings.finder.max_hints) {
             if let Some((preview, extent)) =
                 store.hint(fragment, query, settings.finder.preview_chars)?
             {
@@ -206,31 +420,20 @@ pub fn search<R: Retriever>(
                 });
             }
         }
-        let parts = source
-            .parts
-            .iter()
-            .map(|p| {
-                let fused = by_fragment[&p.fragment];
-                ExplainPart {
-                    fragment: meta.get(&p.fragment).map_or(0, |m| m.ordinal),
-                    weight: p.weight,
-                    seed: fused.seed,
-                    lists: fused.lists.clone(),
-                }
-            })
-            .collect();
         hits.push(Hit {
             rank: i + 1,
-            id: view.id,
-            score: scores[i],
-            envelope: view.envelope,
-            summary: view.summary,
+            id: entry.view.id,
+            score: entry.shown,
+            relevance: entry.relevance,
+            envelope: entry.view.envelope,
+            summary: entry.view.summary,
             hints,
             explain: Explain {
-                raw: source.score,
-                normalized_by: divisor,
-                parts,
-                other_fragments: source.fragments.len().saturating_sub(source.parts.len()),
+                raw: entry.raw,
+                normalized_by: entry.normalized_by,
+                parts: entry.parts,
+                other_fragments: entry.other_fragments,
+                refinements: entry.refinements,
             },
         });
     }
@@ -243,12 +446,15 @@ pub fn search<R: Retriever>(
         offset,
         limit,
         hits,
+        facets,
         diagnostics: Diagnostics {
             channels: reports,
             stages,
             total_ms,
-            fused_fragments: fused.len(),
-            ranked_sources: ranked.len(),
+            fused_fragments,
+            boost: boost_diag,
+            ranked_sources,
+            refine: refine_report,
         },
     })
 }
@@ -314,6 +520,19 @@ mod tests {
                 },
                 summary: "summary".into(),
             }))
+        }
+
+        fn fragment_text(&self, fragment: FragmentKey) -> Result<Option<String>, Self::Error> {
+            // Distinct texts, so the near-duplicate collapse keeps every source.
+            const TEXTS: [&str; 6] = [
+                "alpha beta gamma delta epsilon",
+                "tokens expire after one hour unless refreshed",
+                "the deployment pipeline runs nightly on the build farm",
+                "rust ownership rules prevent data races at compile time",
+                "an entity fragment never ranks as a result",
+                "paging must never skip or repeat a hit",
+            ];
+            Ok(Some(TEXTS[fragment.0 as usize % TEXTS.len()].to_string()))
         }
 
         fn hint(
@@ -404,6 +623,8 @@ mod tests {
                 "trigram",
                 "fusion",
                 "rollup",
+                "refine_data",
+                "dedup",
                 "materialize"
             ]
         );

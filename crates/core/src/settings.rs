@@ -56,6 +56,8 @@ pub struct Settings {
     pub lexical: LexicalSettings,
     pub vector: VectorSettings,
     pub finder: FinderSettings,
+    pub graph: crate::graph::GraphSettings,
+    pub refine: crate::refine::RefineSettings,
 }
 
 /// Which model makes the vectors. Index-time for the vector layer: a change rebuilds the
@@ -337,6 +339,10 @@ impl Settings {
         match channel {
             crate::Channel::Lexical | crate::Channel::Trigram => self.lexical.fts_list_size,
             crate::Channel::Vector => self.vector.vec_list_size,
+            crate::Channel::Entities
+            | crate::Channel::Neighbours
+            | crate::Channel::Communities
+            | crate::Channel::Like => self.lexical.fts_list_size,
         }
     }
 
@@ -363,6 +369,10 @@ impl Settings {
             40.0,
             2_000.0,
         )?;
+        for (key, value, lo, hi) in self.graph.ranges() {
+            check.range(key, value, lo, hi)?;
+        }
+        self.refine.validate(origin)?;
         let l = &self.lexical;
         check.range("lexical.k1", l.k1 as f64, 0.0, 3.0)?;
         check.range("lexical.b", l.b as f64, 0.0, 1.0)?;

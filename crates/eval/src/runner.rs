@@ -17,6 +17,9 @@ const DEPTH: usize = 100;
 /// The page whose latency is reported.
 const PAGE: usize = 10;
 
+const NO_BOOST: &str = "graph.boost=false";
+const NO_ENTITIES: &str = "graph.entities=false";
+
 /// One named run: a preset or `name:key=value,...`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunSpec {
@@ -65,7 +68,8 @@ impl RunSpec {
 }
 
 /// Expands a comma-separated list of preset names: `lexical` (BM25 lists only), `dense`
-/// (vector list only), `hybrid` (both, the defaults), `full` (every layer on).
+/// (vector list only), `hybrid` (both, no graph), `boost` (hybrid + the graph boost, no graph
+/// channel), `full` (every layer on: the defaults).
 pub fn presets(names: &str) -> Result<Vec<RunSpec>, EvalError> {
     let spec = |name: &str, overrides: &[&str]| RunSpec {
         name: name.to_string(),
@@ -76,11 +80,13 @@ pub fn presets(names: &str) -> Result<Vec<RunSpec>, EvalError> {
         .map(str::trim)
         .filter(|n| !n.is_empty())
         .map(|name| match name {
-            "lexical" => Ok(spec(name, &["vector.enabled=false"])),
-            "dense" => Ok(spec(name, &["lexical.enabled=false"])),
-            "hybrid" | "full" => Ok(spec(name, &[])),
+            "lexical" => Ok(spec(name, &["vector.enabled=false", NO_BOOST, NO_ENTITIES])),
+            "dense" => Ok(spec(name, &["lexical.enabled=false", NO_BOOST, NO_ENTITIES])),
+            "hybrid" => Ok(spec(name, &[NO_BOOST, NO_ENTITIES])),
+            "boost" => Ok(spec(name, &[NO_ENTITIES])),
+            "full" => Ok(spec(name, &[])),
             other => Err(EvalError::Run(format!(
-                "unknown preset `{other}`; known: lexical, dense, hybrid, full (or --run NAME:key=value,...)"
+                "unknown preset `{other}`; known: lexical, dense, hybrid, boost, full (or --run NAME:key=value,...)"
             ))),
         })
         .collect()
@@ -134,6 +140,13 @@ pub fn evaluate(
         return Err(EvalError::Run("no runs asked for".into()));
     }
     let dataset = Dataset::load(&options.dataset, &options.split)?;
+    // BEIR corpora are titled passages: each title is an entity its mentions link to.
+    let mut base = options.base.clone();
+    base.graph.link_titles = true;
+    let options = &EvalOptions {
+        base,
+        ..options.clone()
+    };
     let index_dir = match &options.index {
         Some(dir) => dir.clone(),
         None => cached_index(&dataset, &options.base)?,
@@ -170,6 +183,10 @@ pub fn evaluate(
             }
         }
         progress(&format!("run {}", spec.name));
+        finder.attach_refiners(
+            finder_embed::reranker(&settings.refine, semantic.clone().ok().flatten()),
+            finder_embed::plugins(&settings.refine),
+        );
         let (per_query, latency, notes) = run_queries(&finder, &dataset, &settings)?;
         let mut run = RunReport::new(
             Metrics::mean(&per_query),
@@ -333,9 +350,12 @@ mod tests {
         let runs = presets("lexical, dense,hybrid").unwrap();
         let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, vec!["lexical", "dense", "hybrid"]);
-        assert_eq!(runs[0].overrides, vec!["vector.enabled=false"]);
-        assert_eq!(runs[1].overrides, vec!["lexical.enabled=false"]);
-        assert!(runs[2].overrides.is_empty());
+        assert_eq!(runs[0].overrides[0], "vector.enabled=false");
+        assert_eq!(runs[1].overrides[0], "lexical.enabled=false");
+        // Only `full` runs the graph layer; `boost` adds the boost alone.
+        assert_eq!(runs[2].overrides, vec![NO_BOOST, NO_ENTITIES]);
+        assert_eq!(presets("boost").unwrap()[0].overrides, vec![NO_ENTITIES]);
+        assert!(presets("full").unwrap()[0].overrides.is_empty());
         assert!(presets("bogus")
             .unwrap_err()
             .to_string()

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use finder_core::{
-    Bm25Params, Channel, ChannelOutcome, Query, Embed, Extent, FragmentKey, FragmentMeta, Retriever,
-    SearchResponse, Settings, SourceKey, SourceView, StageTime, TrigramMode,
+    Bm25Params, Channel, ChannelOutcome, Embed, Extent, FragmentKey, FragmentMeta, Query,
+    Retriever, SearchResponse, Settings, SourceKey, SourceView, StageTime, TrigramMode,
 };
 use serde::Serialize;
 use tantivy::schema::{IndexRecordOption, Value};
@@ -99,6 +99,9 @@ pub struct Finder {
     settings: Settings,
     vectors: std::result::Result<Option<VectorIndex>, String>,
     semantic: Semantic,
+    graph: std::result::Result<Option<crate::graph::GraphIndex>, String>,
+    /// Reranker, plugin retrievers and user profiles for the refinement stages.
+    extensions: finder_core::Extensions,
 }
 
 impl Finder {
@@ -123,7 +126,12 @@ impl Finder {
             .map_err(|e| store_error(dir, e))?;
         let mut settings = settings;
         settings.index = info.settings.clone();
+        let extensions = finder_core::Extensions {
+            profiles: crate::profiles::load(dir, &settings, &index)?,
+            ..finder_core::Extensions::default()
+        };
         let vectors = VectorIndex::open(&dir.join(VECTOR_DIR)).map_err(|e| e.to_string());
+        let graph = crate::graph::GraphIndex::load(dir);
         Ok(Finder {
             dir: dir.to_path_buf(),
             index,
@@ -133,6 +141,8 @@ impl Finder {
             settings,
             vectors,
             semantic: Semantic::Detached,
+            graph,
+            extensions,
         })
     }
 
@@ -147,6 +157,17 @@ impl Finder {
             Ok(None) => Semantic::Off,
             Err(reason) => Semantic::Unavailable(reason),
         };
+    }
+
+    /// Attaches the reranker and plugin retrievers of the refinement stages (built by the
+    /// binaries from `[refine]`; user profiles are read at open).
+    pub fn attach_refiners(
+        &mut self,
+        reranker: Option<Arc<dyn finder_core::Reranker>>,
+        plugins: Vec<Arc<dyn finder_core::PluginRetriever>>,
+    ) {
+        self.extensions.reranker = reranker;
+        self.extensions.plugins = plugins;
     }
 
     /// The base settings of this index (index-time values as indexed).
@@ -222,7 +243,7 @@ impl Finder {
                 .as_ref()
                 .map(|v| crate::vector::unit(v.clone())),
         };
-        finder_core::search(&run, request, settings)
+        finder_core::search_with(&run, request, settings, &self.extensions)
     }
 
     pub fn status(&self) -> Result<Status> {
@@ -449,10 +470,29 @@ impl QueryRun<'_> {
 }
 
 impl QueryRun<'_> {
-    fn vector(&self, query: &str, settings: &Settings, depth: usize) -> Result<ChannelOutcome> {
+    fn vector(&self, request: &Query, settings: &Settings, depth: usize) -> Result<ChannelOutcome> {
         let degraded = |why: String| Ok(ChannelOutcome::Degraded(why));
         if !settings.vector.enabled {
             return Ok(ChannelOutcome::Skipped("vector.enabled = false".into()));
+        }
+        let query = request.text.as_str();
+        if let (Some(id), None, Ok(Some(index))) =
+            (&request.like, &self.vector, &self.finder.vectors)
+        {
+            // Recommend: the target's own vectors, averaged, are the query.
+            let mut sum = vec![0f32; index.dim()];
+            for key in self.like_fragments(id)? {
+                if let Some(v) = index.vector(key.0) {
+                    sum.iter_mut().zip(v).for_each(|(s, x)| *s += x);
+                }
+            }
+            if sum.iter().any(|&x| x != 0.0) {
+                let v = crate::vector::unit(sum);
+                return Ok(self.nearest(index, &v, settings, depth));
+            }
+            return Ok(ChannelOutcome::Skipped(
+                "the target source has no vectors".into(),
+            ));
         }
         if let (Some(given), Ok(Some(index))) = (&self.vector, &self.finder.vectors) {
             if given.len() != index.dim() {
@@ -561,7 +601,36 @@ impl Retriever for QueryRun<'_> {
     type Error = IndexError;
 
     fn channels(&self) -> Vec<Channel> {
-        vec![Channel::Lexical, Channel::Trigram, Channel::Vector]
+        vec![
+            Channel::Lexical,
+            Channel::Trigram,
+            Channel::Vector,
+            Channel::Entities,
+        ]
+    }
+
+    fn like_fragments(&self, id: &str) -> Result<Vec<FragmentKey>> {
+        let term = Term::from_field_text(self.fields().source_id, id);
+        let docs = self.docs_with(&term)?;
+        if docs.is_empty() {
+            return Err(IndexError::UnknownSource(id.to_string()));
+        }
+        let mut keys = Vec::with_capacity(docs.len());
+        for address in docs {
+            keys.push(self.remember(address)?);
+        }
+        keys.sort_by_key(|k| self.seen.borrow().get(k).map_or(0, |s| s.ordinal));
+        Ok(keys)
+    }
+
+    fn graph(&self) -> finder_core::GraphState<'_> {
+        match &self.finder.graph {
+            Ok(Some(g)) => finder_core::GraphState::Ready(g),
+            Ok(None) => finder_core::GraphState::Unavailable(
+                "no graph built yet; run `finder index`".into(),
+            ),
+            Err(e) => finder_core::GraphState::Unavailable(format!("graph unreadable: {e}")),
+        }
     }
 
     fn retrieve(
@@ -605,7 +674,18 @@ impl Retriever for QueryRun<'_> {
                     depth,
                 )
             }
-            Channel::Vector => self.vector(query, settings, depth),
+            Channel::Vector => self.vector(request, settings, depth),
+            Channel::Entities => Ok(match (&self.finder.graph, settings.graph.entities) {
+                (_, false) => ChannelOutcome::Skipped("graph.entities = false".into()),
+                (Ok(Some(g)), true) => {
+                    ChannelOutcome::Ran(finder_core::entity_list(g, query, depth))
+                }
+                (Ok(None), true) => ChannelOutcome::Skipped("no graph built yet".into()),
+                (Err(e), true) => ChannelOutcome::Degraded(format!("graph unreadable: {e}")),
+            }),
+            Channel::Neighbours | Channel::Communities | Channel::Like => Ok(
+                ChannelOutcome::Skipped("derived from the fused seeds by the pipeline".into()),
+            ),
         }
     }
 
@@ -638,6 +718,17 @@ impl Retriever for QueryRun<'_> {
             }
         }
         Ok(None)
+    }
+
+    fn fragment_text(&self, fragment: FragmentKey) -> Result<Option<String>> {
+        match self.lookup(fragment)? {
+            Some(seen) => Ok(Some(self.stored(seen.address)?.0)),
+            None => Ok(None),
+        }
+    }
+
+    fn source_key(&self, id: &str) -> Option<SourceKey> {
+        Some(crate::keys::source_key(id))
     }
 
     fn hint(

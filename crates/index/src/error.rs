@@ -8,6 +8,9 @@ pub enum IndexError {
     /// The index folder does not hold a Finder index.
     #[error("no Finder index at {0} (run `finder index <INPUT> --index {0}` first)")]
     NotFound(PathBuf),
+    /// A source id that the index does not hold (e.g. the target of a recommendation).
+    #[error("no source `{0}` in this index")]
+    UnknownSource(String),
     /// An input could not be read as a whole (a missing path, an unknown kind).
     #[error("{0}")]
     Input(crate::Problem),

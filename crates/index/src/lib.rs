@@ -14,6 +14,7 @@ mod ingest;
 mod keys;
 mod lexical;
 mod preview;
+mod profiles;
 mod record;
 mod schema;
 mod vector;

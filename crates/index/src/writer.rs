@@ -34,6 +34,8 @@ pub enum Progress<'a> {
     Source { done: u64 },
     /// Writing the commit.
     Committing,
+    /// Rebuilding the relation graph from the new commit.
+    Graph,
 }
 
 /// What a run did.
@@ -45,6 +47,8 @@ pub struct RunReport {
     pub rebuilt: bool,
     pub sources: u64,
     pub fragments: u64,
+    /// The relation graph rebuilt after the commit (`None` when off or when nothing changed).
+    pub graph: Option<crate::graph::GraphReport>,
 }
 
 /// Indexes `inputs` into the index folder `dir`, creating it when needed.
@@ -242,6 +246,24 @@ pub fn index_inputs(
     prepared.set_payload(&serde_json::to_string(&new_info).expect("commit info serialises"));
     prepared.commit().map_err(err)?;
     writer.wait_merging_threads().map_err(err)?;
+
+    // The graph is derived from the committed snapshot; it is redone when anything changed or
+    // when it is missing. A failure here leaves the commit standing and is reported.
+    let changed = report.counts.added + report.counts.updated + report.counts.removed > 0;
+    let current = crate::graph::graph_is_current(dir, &settings.graph);
+    let stale = changed || !current || report.rebuilt;
+    let leftover = !settings.graph.build && dir.join(crate::graph::GRAPH_DIR).exists();
+    if leftover || (settings.graph.build && stale) {
+        progress(Progress::Graph);
+        match crate::graph::build_graph(dir, settings) {
+            Ok(g) => report.graph = Some(g),
+            Err(e) => report.problems.push(Problem {
+                place: dir.join(crate::graph::GRAPH_DIR).display().to_string(),
+                reason: format!("graph not rebuilt: {e}"),
+                source_id: None,
+            }),
+        }
+    }
     Ok(report)
 }
 

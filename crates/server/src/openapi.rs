@@ -179,6 +179,12 @@ fn schemas() -> Value {
             "offset": {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET, "default": 0},
             "settings": settings,
             "vector": {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 4096, "description": "The query's vector, used instead of embedding `query` (required by the `precomputed` embedding backend; must come from the model the index's vectors were built with)."},
+            "filters": {"type": "object", "additionalProperties": {"type": "string"}, "description": "`extras` equality filters: case-insensitive, all must hold. Applied after rerank; the page is not refilled and `diagnostics.refine.filtered_out` counts what they removed."},
+            "prefilter": {"type": "boolean", "default": false, "description": "Apply `filters` inside every channel before ranking, so the page stays full."},
+            "scope": {"type": "array", "items": {"type": "string"}, "maxItems": 10000, "description": "Only these source ids take part; every channel is restricted before ranking."},
+            "user": {"type": "string", "description": "Personalise for this user (profiles from `refine.profiles`)."},
+            "sort": {"type": "string", "enum": ["score", "date"], "default": "score"},
+            "min_score": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop hits whose `relevance` is below this."},
         })),
         "SearchResult": obj(&["space", "query", "offset", "limit", "hits", "facets", "diagnostics"], json!({
             "space": {"type": "string"}, "query": {"type": "string"},
@@ -191,6 +197,7 @@ fn schemas() -> Value {
             "rank": {"type": "integer", "description": "One-based position in the whole ranking (offset included)."},
             "id": {"type": "string", "description": "Source id: relative path for files, record id for records."},
             "score": {"type": "number", "description": "Relative to the best hit of the query (top is 1.0)."},
+            "relevance": {"type": "number", "minimum": 0, "maximum": 1, "description": "Absolute relevance that means the same across queries: the best passage's reciprocal-rank sum over the largest the lists that ran could give."},
             "envelope": schema_ref("Envelope"),
             "summary": {"type": "string"},
             "hints": {"type": "array", "items": schema_ref("Hint")},
@@ -216,6 +223,7 @@ fn schemas() -> Value {
             "normalized_by": {"type": "number", "description": "Divisor that made the top hit 1.0."},
             "parts": {"type": "array", "items": schema_ref("ExplainPart")},
             "other_fragments": {"type": "integer", "description": "Matching passages beyond the rollup weights."},
+            "refinements": {"type": "array", "items": {"type": "object", "required": ["stage"], "properties": {"stage": {"type": "string", "enum": ["recency", "date_sort", "collapse", "rerank", "plugin_merge", "mmr", "personalization"]}}}, "description": "What each refinement stage did to the hit, in order (recency factor, absorbed duplicates, rerank delta, frozen head, MMR similarity, personalization blend)."},
         })),
         "ExplainPart": obj(&["fragment", "weight", "seed", "lists"], json!({
             "fragment": {"type": "integer", "description": "Passage ordinal within the source."},
@@ -235,6 +243,7 @@ fn schemas() -> Value {
             "total_ms": {"type": "number"},
             "fused_fragments": {"type": "integer"},
             "ranked_sources": {"type": "integer"},
+            "refine": {"type": "object", "description": "What the refinement stages removed (`filtered_out`, `prefiltered`, `collapsed`, `below_min_score`), `personalization`, and `degraded` stages with their reasons."},
         })),
         "ChannelReport": obj(&["channel", "status", "hits", "ms"], json!({
             "channel": {"type": "string"},

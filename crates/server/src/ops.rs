@@ -23,11 +23,35 @@ const MAX_VECTOR_DIMS: usize = 4_096;
 /// Longest text a recommend target turns into, in characters.
 const RECOMMEND_QUERY_CHARS: usize = 600;
 
+/// The most source ids a search may be scoped to.
+const MAX_SCOPE_IDS: usize = 10_000;
+
 pub fn search(space: &Space, request: &SearchRequest) -> Result<SearchResult> {
     check_query(&request.query)?;
     check_page(request.limit, request.offset)?;
     let finder = space.finder()?;
-    let settings = settings(space, &finder, &request.settings, &[])?;
+    let mut extra = Vec::new();
+    if let Some(sort) = &request.sort {
+        let sort = serde_json::to_string(sort).map_err(ServerError::internal)?;
+        extra.push(format!("refine.sort={sort}"));
+    }
+    if let Some(min) = request.min_score {
+        extra.push(format!("refine.min_score={min}"));
+    }
+    if request.prefilter {
+        extra.push("refine.prefilter=true".to_string());
+    }
+    let settings = settings(space, &finder, &request.settings, &extra)?;
+    if request
+        .scope
+        .as_ref()
+        .is_some_and(|s| s.len() > MAX_SCOPE_IDS)
+    {
+        return Err(ServerError::invalid_field(
+            "scope",
+            format!("`scope` holds at most {MAX_SCOPE_IDS} ids"),
+        ));
+    }
     if let Some(v) = &request.vector {
         if v.is_empty() || v.len() > MAX_VECTOR_DIMS || v.iter().any(|x| !x.is_finite()) {
             return Err(ServerError::invalid_field(
@@ -36,15 +60,17 @@ pub fn search(space: &Space, request: &SearchRequest) -> Result<SearchResult> {
             ));
         }
     }
-    let response = finder
-        .search_with_vector(
-            &request.query,
-            request.vector.as_deref(),
-            &settings,
-            request.offset,
-            request.limit,
-        )
-        .map_err(index_err(space))?;
+    let query = finder_core::Query {
+        text: request.query.clone(),
+        vector: request.vector.clone(),
+        offset: request.offset,
+        limit: request.limit,
+        filters: request.filters.clone(),
+        scope: request.scope.clone(),
+        user: request.user.clone(),
+        like: None,
+    };
+    let response = finder.query(&query, &settings).map_err(index_err(space))?;
     Ok(search_result(space, response))
 }
 

@@ -38,6 +38,24 @@ pub struct SearchRequest {
     /// embedding backend).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vector: Option<Vec<f32>>,
+    /// `extras` equality filters (case-insensitive, all must hold), applied after rerank
+    /// without refilling the page, or inside every channel with `prefilter`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub filters: BTreeMap<String, String>,
+    #[serde(default)]
+    pub prefilter: bool,
+    /// Only these source ids take part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Vec<String>>,
+    /// Personalise for this user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// `score` (default) or `date`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sort: Option<String>,
+    /// Drop hits whose comparable `relevance` is below this (0–1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_score: Option<f64>,
 }
 
 /// Counts over the returned hits.

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `finder` binary on fixtures written here.
 
 mod mcp;
+mod refine;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

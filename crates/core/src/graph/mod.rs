@@ -7,6 +7,8 @@
 mod adjacency;
 mod boost;
 mod kind;
+mod settings;
+mod stage;
 
 pub use adjacency::Graph;
 pub use boost::{
@@ -14,3 +16,9 @@ pub use boost::{
     DEFAULT_EPSILON, DEFAULT_ITERATIONS, DEFAULT_PUSH_THRESHOLD,
 };
 pub use kind::{KindWeights, RelationKind, KIND_COUNT};
+pub use settings::{
+    GraphSettings, LinkOrder, DEFAULT_BOOST_SEEDS, DEFAULT_FAN_OUT, DEFAULT_GRAPH_DAMPING,
+};
+pub use stage::{
+    apply_boost, community_list, entity_list, neighbour_list, BoostReport, GraphAccess,
+};

@@ -9,6 +9,7 @@
 
 mod comparable;
 mod dedup;
+mod extensions;
 mod facets;
 mod filter;
 mod mmr;
@@ -16,6 +17,8 @@ mod personal;
 mod plugin;
 mod recency;
 mod rerank;
+mod run;
+mod settings;
 
 use std::collections::BTreeMap;
 
@@ -32,6 +35,7 @@ pub use dedup::{
     collapse_near_duplicates, hamming, simhash, Absorbed, CollapseExplain, DedupParams,
     DEFAULT_SIMHASH_MAX_DISTANCE, DEFAULT_SIMHASH_SHINGLE,
 };
+pub use extensions::{Extensions, PluginHit, PluginRetriever, Reranker};
 pub use facets::{facets, facets_of, Facet, FacetValue, Facets};
 pub use filter::{apply_filter, ExtrasFilter, Filtered};
 pub use mmr::{mmr, MmrExplain, MmrParams, Similarity, DEFAULT_MMR_LAMBDA};
@@ -51,6 +55,11 @@ pub use recency::{
 pub use rerank::{
     apply_rerank, rerank_plan, RerankExplain, RerankMode, RerankPlan, CATALOG_MAX_DEPTH,
     CATALOG_MIN_DEPTH, CATALOG_RERANK_HEAD, DEFAULT_RERANK_HEAD,
+};
+pub(crate) use run::{base_depth, Level, Refiner};
+pub use settings::{
+    RefineSettings, RerankBackend, SortOrder, DEFAULT_MMR_DEPTH, DEFAULT_PLUGIN_DEPTH,
+    DEFAULT_REFINE_TIMEOUT_MS,
 };
 
 /// The settings section the refinement keys are reported under in validation errors.

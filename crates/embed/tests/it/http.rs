@@ -11,7 +11,7 @@ use finder_embed::{Embedder, HttpConfig};
 
 /// Serves `handle(request number, body) -> (status, body, delay)` on a loopback port until
 /// the test ends; returns the URL.
-fn fake_server(
+pub(crate) fn fake_server(
     handle: impl Fn(usize, &str) -> (u16, String, Duration) + Send + Sync + 'static,
 ) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();

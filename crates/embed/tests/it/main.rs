@@ -2,6 +2,7 @@
 //! `scripts/test.sh`). Without the model these tests say so and pass only outside CI.
 
 mod http;
+mod rerank;
 
 use finder_embed::{default_model_dir, verify_minilm, Embedder};
 

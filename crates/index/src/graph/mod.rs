@@ -11,12 +11,16 @@
 //!
 //! Code (fenced blocks and inline spans, see [`code_ranges`]) never holds links or tags.
 
+mod build;
 mod code;
 mod links;
 mod mentions;
 mod stop_words;
+mod store;
 mod tags;
 
+pub use build::{build_graph, EntityKind, GraphReport};
+pub(crate) use build::{graph_is_current, GRAPH_DIR};
 pub use code::code_ranges;
 pub use links::{
     links, markdown_links, normalize_target, wiki_links, Link, LinkResolver, LinkStyle, LinkSyntax,
@@ -26,4 +30,5 @@ pub use mentions::{
     MentionConfig, MentionMatcher, DEFAULT_ALIAS_DF_FLOOR, DEFAULT_MAX_ALIAS_DF,
     DEFAULT_MIN_ALIAS_CHARS,
 };
+pub(crate) use store::GraphIndex;
 pub use tags::{normalize_tag, normalize_tags, tags, Tag};

@@ -107,4 +107,9 @@ impl VectorIndex {
     pub fn dim(&self) -> usize {
         self.graph.dim()
     }
+
+    /// The stored vector of a fragment.
+    pub fn vector(&self, key: u64) -> Option<&[f32]> {
+        self.graph.get(key)
+    }
 }

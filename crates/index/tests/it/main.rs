@@ -3,6 +3,7 @@
 
 mod bm25;
 mod graph;
+mod graph_layer;
 mod indexing;
 mod support;
 mod vectors;

@@ -330,3 +330,39 @@ async fn openapi_covers_every_route() {
         );
     }
 }
+
+#[tokio::test]
+async fn search_takes_filters_scope_sort_and_min_score() {
+    let (_tmp, app) = fixture();
+    let body = json!({"query": "token", "filters": {"TEAM": "Identity"}});
+    let r = call(&app, "POST", "/v1/search", body, 200).await;
+    let hits = ids(&r);
+    assert!(!hits.is_empty());
+    for h in r["hits"].as_array().unwrap() {
+        assert_eq!(h["envelope"]["extras"]["team"], "identity", "{h}");
+        let rel = h["relevance"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&rel), "{rel}");
+    }
+    let unfiltered = ids(&call(&app, "POST", "/v1/search", json!({"query": "token"}), 200).await);
+    assert_eq!(
+        r["diagnostics"]["refine"]["filtered_out"].as_u64().unwrap() as usize,
+        unfiltered.len() - hits.len()
+    );
+
+    let body = json!({"query": "token", "scope": ["backups.md"]});
+    let r = call(&app, "POST", "/v1/search", body, 200).await;
+    assert!(ids(&r).iter().all(|id| id == "backups.md"), "{r:#}");
+
+    let body = json!({"query": "token", "min_score": 1.0});
+    let r = call(&app, "POST", "/v1/search", body, 200).await;
+    assert!(ids(&r).len() < unfiltered.len());
+
+    let body = json!({"query": "token", "sort": "sideways"});
+    let r = call(&app, "POST", "/v1/search", body, 400).await;
+    assert!(
+        r["message"].as_str().unwrap().contains("refine.sort"),
+        "{r}"
+    );
+    let body = json!({"query": "token", "min_score": 2});
+    call(&app, "POST", "/v1/search", body, 400).await;
+}

@@ -1,0 +1,143 @@
+//! The `[graph]` settings: how the graph is built from the sources (read by `finder index`,
+//! which rebuilds the graph on every run) and how queries use it (query-time).
+
+use serde::{Deserialize, Serialize};
+
+use super::boost::{BoostParams, DEFAULT_EPSILON, DEFAULT_ITERATIONS, DEFAULT_PUSH_THRESHOLD};
+use super::kind::{KindWeights, RelationKind};
+
+/// Damping chosen by the sweep recorded in docs/BENCHMARKS.md.
+pub const DEFAULT_GRAPH_DAMPING: f64 = 0.3;
+/// Seeds the boost restarts from: the best fused fragments only.
+pub const DEFAULT_BOOST_SEEDS: usize = 20;
+/// Neighbours taken per seed by the neighbours channel.
+pub const DEFAULT_FAN_OUT: usize = 5;
+
+/// Wiki-link label order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkOrder {
+    /// `[[target|label]]` (Obsidian, SilverBullet).
+    TargetFirst,
+    /// `[[label|target]]` (Dendron).
+    LabelFirst,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GraphSettings {
+    // Build (read by `finder index`).
+    /// Extract links, tags and mentions and build the graph.
+    pub build: bool,
+    pub link_order: LinkOrder,
+    /// A fragment naming a source's title (or an entity's name or alias) gets a `mentions` edge.
+    pub mentions: bool,
+    /// Each source title becomes an entity with an `is` edge to the source's first fragment
+    /// (for BEIR-layout corpora of titled paragraphs).
+    pub link_titles: bool,
+    /// Shortest alias matched, in letters and digits.
+    pub min_alias_chars: usize,
+    /// Aliases found in more than this share of fragments never link.
+    pub max_alias_df: f64,
+
+    // Query time.
+    /// Personalised-PageRank boost after fusion (adds, never gates).
+    pub boost: bool,
+    pub damping: f64,
+    pub iterations: u32,
+    pub epsilon: f64,
+    /// Best fused fragments used as restart seeds.
+    pub seeds: usize,
+    /// Channel: sources whose title or alias the query names, and named entities.
+    pub entities: bool,
+    /// Channel: one hop from the best seeds.
+    pub neighbours: bool,
+    pub fan_out: usize,
+    /// Channel: members of the seeds' hubs (tags, labels), weighted `1/log2(2+degree)`.
+    pub communities: bool,
+    /// Edge weights by relation kind (0 removes the kind from the boost).
+    pub weight_mentions: f64,
+    pub weight_links_to: f64,
+    pub weight_tagged: f64,
+    pub weight_next: f64,
+    pub weight_is: f64,
+    pub weight_member_of: f64,
+    pub weight_relates: f64,
+}
+
+impl Default for GraphSettings {
+    fn default() -> Self {
+        GraphSettings {
+            build: true,
+            link_order: LinkOrder::TargetFirst,
+            mentions: true,
+            link_titles: false,
+            min_alias_chars: 4,
+            max_alias_df: 0.02,
+            boost: true,
+            damping: DEFAULT_GRAPH_DAMPING,
+            iterations: DEFAULT_ITERATIONS,
+            epsilon: DEFAULT_EPSILON,
+            seeds: DEFAULT_BOOST_SEEDS,
+            entities: true,
+            neighbours: false,
+            fan_out: DEFAULT_FAN_OUT,
+            communities: false,
+            weight_mentions: 1.0,
+            weight_links_to: 1.0,
+            weight_tagged: 0.5,
+            weight_next: 0.5,
+            weight_is: 1.0,
+            weight_member_of: 0.5,
+            weight_relates: 0.5,
+        }
+    }
+}
+
+impl GraphSettings {
+    /// The per-kind weights the boost uses.
+    pub fn weights(&self) -> KindWeights {
+        KindWeights::default()
+            .with(RelationKind::Mentions, self.weight_mentions)
+            .with(RelationKind::LinksTo, self.weight_links_to)
+            .with(RelationKind::Tagged, self.weight_tagged)
+            .with(RelationKind::Next, self.weight_next)
+            .with(RelationKind::Is, self.weight_is)
+            .with(RelationKind::MemberOf, self.weight_member_of)
+            .with(RelationKind::Relates, self.weight_relates)
+    }
+
+    pub fn boost_params(&self) -> BoostParams {
+        BoostParams {
+            damping: self.damping,
+            iterations: self.iterations,
+            epsilon: self.epsilon,
+            push_threshold: DEFAULT_PUSH_THRESHOLD,
+        }
+    }
+
+    /// `(key, value, low, high)` for every ranged value.
+    pub(crate) fn ranges(&self) -> Vec<(&'static str, f64, f64, f64)> {
+        vec![
+            (
+                "graph.min_alias_chars",
+                self.min_alias_chars as f64,
+                1.0,
+                100.0,
+            ),
+            ("graph.max_alias_df", self.max_alias_df, 0.0, 1.0),
+            ("graph.damping", self.damping, 0.0, 0.95),
+            ("graph.iterations", self.iterations as f64, 1.0, 100.0),
+            ("graph.epsilon", self.epsilon, 0.0, 0.1),
+            ("graph.seeds", self.seeds as f64, 1.0, 500.0),
+            ("graph.fan_out", self.fan_out as f64, 1.0, 100.0),
+            ("graph.weight_mentions", self.weight_mentions, 0.0, 10.0),
+            ("graph.weight_links_to", self.weight_links_to, 0.0, 10.0),
+            ("graph.weight_tagged", self.weight_tagged, 0.0, 10.0),
+            ("graph.weight_next", self.weight_next, 0.0, 10.0),
+            ("graph.weight_is", self.weight_is, 0.0, 10.0),
+            ("graph.weight_member_of", self.weight_member_of, 0.0, 10.0),
+            ("graph.weight_relates", self.weight_relates, 0.0, 10.0),
+        ]
+    }
+}

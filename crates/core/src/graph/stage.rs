@@ -1,0 +1,244 @@
+//! The graph stages of the pipeline: the boost after fusion, and the channels derived from the
+//! fused seeds (neighbours, communities). Storage exposes its graph through [`GraphAccess`].
+
+use std::collections::HashMap;
+
+use super::boost::{boost_with, BoostScratch};
+use super::settings::GraphSettings;
+use super::{Graph, RelationKind};
+use crate::fusion::FusedFragment;
+use crate::model::{Channel, FragmentKey, RankedList, ScoredFragment};
+
+/// A store's graph as the pipeline sees it.
+pub trait GraphAccess {
+    fn graph(&self) -> &Graph;
+    /// The node of a fragment, if the graph has it.
+    fn node(&self, fragment: FragmentKey) -> Option<u32>;
+    /// The fragment a node is; `None` for entity nodes.
+    fn fragment(&self, node: u32) -> Option<FragmentKey>;
+    /// How explain names a node: `entity "Ed Wood"`, `"Backups" (fragment 2)`.
+    fn describe(&self, node: u32) -> String;
+    /// Nodes whose name or alias the query text names, longest names first.
+    fn named(&self, text: &str) -> Vec<u32>;
+    /// Whether a node is a hub (tag or typed group) for the communities channel.
+    fn is_hub(&self, node: u32) -> bool;
+}
+
+/// What the boost did for one query.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BoostReport {
+    pub seeds: usize,
+    /// Entity nodes the query named, seeded alongside the fused fragments.
+    pub named: usize,
+    pub touched: usize,
+    /// Fragments the boost brought in that no list had.
+    pub added: usize,
+    pub rounds: u32,
+}
+
+/// Runs the personalised-PageRank boost from the best fused fragments (and the entities the
+/// query names) and adds it to the fused list: `boost = p · Σ seeds`, so the boost is on the
+/// seeds' scale, adds and never gates. Fragments reached only through the graph join the list
+/// with their boost alone. The list is re-sorted by `seed + boost`.
+pub fn apply_boost(
+    access: &dyn GraphAccess,
+    fused: &mut Vec<FusedFragment>,
+    named: &[u32],
+    settings: &GraphSettings,
+) -> BoostReport {
+    let mut seeds: Vec<(u32, f64)> = fused
+        .iter()
+        .take(settings.seeds)
+        .filter_map(|f| access.node(f.fragment).map(|n| (n, f.seed)))
+        .filter(|(_, s)| *s > 0.0)
+        .collect();
+    let top = seeds.iter().map(|(_, s)| *s).fold(0.0f64, f64::max);
+    let named_mass = if top > 0.0 { top } else { 1.0 };
+    let named: Vec<u32> = named
+        .iter()
+        .copied()
+        .filter(|n| !seeds.iter().any(|(s, _)| s == n))
+        .collect();
+    seeds.extend(named.iter().map(|&n| (n, named_mass)));
+    if seeds.is_empty() {
+        return BoostReport::default();
+    }
+    let total: f64 = seeds.iter().map(|(_, s)| s).sum();
+    let result = boost_with(
+        access.graph(),
+        &seeds,
+        &settings.weights(),
+        &settings.boost_params(),
+        &mut BoostScratch::new(),
+    );
+    let position: HashMap<FragmentKey, usize> = fused
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.fragment, i))
+        .collect();
+    let mut added = 0;
+    for entry in &result.entries {
+        let Some(fragment) = access.fragment(entry.node) else {
+            continue;
+        };
+        let amount = entry.score * total;
+        if amount <= 0.0 {
+            continue;
+        }
+        let via = entry
+            .via
+            .filter(|v| v.from != entry.node)
+            .map(|v| format!("via {} ({})", access.describe(v.from), v.kind.as_str()));
+        match position.get(&fragment) {
+            Some(&i) => {
+                fused[i].boost = amount;
+                fused[i].via = via;
+            }
+            None => {
+                added += 1;
+                fused.push(FusedFragment {
+                    fragment,
+                    seed: 0.0,
+                    lists: Vec::new(),
+                    boost: amount,
+                    via,
+                });
+            }
+        }
+    }
+    fused.sort_by(|a, b| {
+        b.total()
+            .total_cmp(&a.total())
+            .then(a.fragment.cmp(&b.fragment))
+    });
+    BoostReport {
+        seeds: seeds.len() - named.len(),
+        named: named.len(),
+        touched: result.entries.len(),
+        added,
+        rounds: result.rounds,
+    }
+}
+
+/// The entities channel: fragments that are what the query names (a source whose title the
+/// query names, the paragraph a named title entity `is`), longest names first.
+pub fn entity_list(access: &dyn GraphAccess, text: &str, depth: usize) -> RankedList {
+    let graph = access.graph();
+    let mut hits = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for node in access.named(text) {
+        let targets: Vec<u32> = match access.fragment(node) {
+            Some(_) => vec![node],
+            None => graph
+                .neighbours(node)
+                .filter(|&(_, k)| k == RelationKind::Is)
+                .map(|(n, _)| n)
+                .collect(),
+        };
+        for t in targets {
+            if let Some(f) = access.fragment(t) {
+                if seen.insert(f) {
+                    hits.push(f);
+                }
+            }
+        }
+    }
+    let n = hits.len();
+    RankedList {
+        channel: Channel::Entities,
+        hits: hits
+            .into_iter()
+            .take(depth)
+            .enumerate()
+            .map(|(i, fragment)| ScoredFragment {
+                fragment,
+                score: (n - i) as f32,
+            })
+            .collect(),
+    }
+}
+
+/// The neighbours channel: fragments one hop from the best seeds, at most `fan_out` per seed,
+/// scored by the seed's score times the edge weight.
+pub fn neighbour_list(
+    access: &dyn GraphAccess,
+    fused: &[FusedFragment],
+    settings: &GraphSettings,
+    depth: usize,
+) -> RankedList {
+    let weights = settings.weights();
+    let mut scores: HashMap<FragmentKey, f64> = HashMap::new();
+    for f in fused.iter().take(settings.seeds) {
+        let Some(node) = access.node(f.fragment) else {
+            continue;
+        };
+        let mut around: Vec<(u32, f64)> = access
+            .graph()
+            .neighbours(node)
+            .map(|(n, k)| (n, weights.get(k)))
+            .filter(|(_, w)| *w > 0.0)
+            .collect();
+        around.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        around.dedup_by_key(|(n, _)| *n);
+        let mut taken = 0;
+        for (n, w) in around {
+            if taken >= settings.fan_out {
+                break;
+            }
+            if let Some(fragment) = access.fragment(n) {
+                if fragment != f.fragment {
+                    *scores.entry(fragment).or_default() += f.seed * w;
+                    taken += 1;
+                }
+            }
+        }
+    }
+    ranked(Channel::Neighbours, scores, depth)
+}
+
+/// The communities channel: members of the hubs the best seeds belong to, each hub's vote
+/// weighted `1/log2(2 + degree)` so big hubs say little.
+pub fn community_list(
+    access: &dyn GraphAccess,
+    fused: &[FusedFragment],
+    settings: &GraphSettings,
+    depth: usize,
+) -> RankedList {
+    let graph = access.graph();
+    let mut scores: HashMap<FragmentKey, f64> = HashMap::new();
+    for f in fused.iter().take(settings.seeds) {
+        let Some(node) = access.node(f.fragment) else {
+            continue;
+        };
+        for (hub, _) in graph.neighbours(node) {
+            if !access.is_hub(hub) {
+                continue;
+            }
+            let weight = 1.0 / (2.0 + graph.degree(hub) as f64).log2();
+            for (member, _) in graph.neighbours(hub) {
+                if let Some(fragment) = access.fragment(member) {
+                    if fragment != f.fragment {
+                        *scores.entry(fragment).or_default() += f.seed * weight;
+                    }
+                }
+            }
+        }
+    }
+    ranked(Channel::Communities, scores, depth)
+}
+
+fn ranked(channel: Channel, scores: HashMap<FragmentKey, f64>, depth: usize) -> RankedList {
+    let mut hits: Vec<(FragmentKey, f64)> = scores.into_iter().collect();
+    hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    RankedList {
+        channel,
+        hits: hits
+            .into_iter()
+            .take(depth)
+            .map(|(fragment, s)| ScoredFragment {
+                fragment,
+                score: s as f32,
+            })
+            .collect(),
+    }
+}

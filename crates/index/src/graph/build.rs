@@ -1,0 +1,409 @@
+//! Building the relation graph from a committed snapshot: every fragment is a node, and so is
+//! every entity (a link target with no note, a tag, a typed hub, a title with `link_titles`).
+//! Edges: `next` between consecutive fragments, `links_to` for wiki and Markdown links,
+//! `tagged` for tags, `member_of` for typed hubs, `is` from a title entity to its paragraph,
+//! and `mentions` from a fragment to what it names.
+//!
+//! The whole graph is rebuilt after each indexing run (titles anywhere can change what any
+//! fragment mentions) and published atomically: `graph.bin` is written beside and renamed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::Instant;
+
+use finder_core::{GraphSettings, LinkOrder, RelationKind, Settings};
+use serde::{Deserialize, Serialize};
+use tantivy::schema::Value;
+use tantivy::TantivyDocument;
+
+use super::{links, tags, LinkResolver, LinkStyle, MentionConfig, MentionMatcher};
+use crate::error::{IndexError, Result};
+use crate::record::FragmentRecord;
+use crate::store_error;
+use crate::writer::{commit_info, open_or_create};
+
+/// Sub-folder of the index folder holding the graph.
+pub(crate) const GRAPH_DIR: &str = "graph";
+pub(crate) const GRAPH_FILE: &str = "graph.json";
+const FORMAT: u32 = 1;
+
+/// Extras keys whose value makes a typed hub (a community).
+const HUB_KEYS: &[&str] = &["type", "label", "topic", "category", "kind"];
+
+/// What a non-fragment node stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntityKind {
+    /// A link target with no note of its own.
+    Missing,
+    Tag,
+    /// A typed hub (`type`, `label`, `topic`… in extras).
+    Hub,
+    /// A source's title (`link_titles`).
+    Title,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct EntityNode {
+    pub name: String,
+    pub kind: EntityKind,
+}
+
+/// The stored graph.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct GraphFile {
+    pub format: u32,
+    /// Commit the graph was built from (`committed_at`).
+    pub built_from: u64,
+    /// Fragment nodes `0..fragments.len()`, by fragment key.
+    pub fragments: Vec<u64>,
+    /// Entity nodes, numbered after the fragments.
+    pub entities: Vec<EntityNode>,
+    /// `(from, to, kind)` over node ids.
+    pub edges: Vec<(u32, u32, u8)>,
+    /// What a query can name: a node and its names (title, aliases), filters applied.
+    pub names: Vec<(u32, Vec<String>)>,
+    /// Aliases left out of mention matching, with the reason.
+    pub dropped_aliases: Vec<String>,
+    /// Each source's first fragment node and title, for explain.
+    pub titles: Vec<(u32, String)>,
+    /// The settings the mention filters used, so queries name things the same way.
+    pub min_alias_chars: usize,
+}
+
+/// What a graph build did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GraphReport {
+    pub fragments: usize,
+    pub entities: usize,
+    pub edges: usize,
+    /// Edges by kind.
+    pub kinds: BTreeMap<String, usize>,
+    pub dropped_aliases: usize,
+    pub seconds: f64,
+}
+
+struct Fragment {
+    key: u64,
+    ordinal: u32,
+    body: String,
+}
+
+struct SourceInfo {
+    id: String,
+    title: String,
+    tags: Vec<String>,
+    hubs: Vec<String>,
+    fragments: Vec<Fragment>,
+}
+
+const STATE_FILE: &str = "state.json";
+
+/// What shapes the built graph: a change rebuilds it even when no source changed.
+fn build_key(g: &GraphSettings) -> String {
+    format!(
+        "{FORMAT}:{:?}:{}:{}:{}:{}",
+        g.link_order, g.mentions, g.link_titles, g.min_alias_chars, g.max_alias_df
+    )
+}
+
+/// Whether the published graph was built with these settings.
+pub(crate) fn graph_is_current(dir: &Path, g: &GraphSettings) -> bool {
+    let gdir = dir.join(GRAPH_DIR);
+    gdir.join(GRAPH_FILE).exists()
+        && std::fs::read_to_string(gdir.join(STATE_FILE)).is_ok_and(|k| k == build_key(g))
+}
+
+/// Builds the graph of the index in `dir` from its last commit and publishes it.
+pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
+    let started = Instant::now();
+    let g = &settings.graph;
+    let gdir = dir.join(GRAPH_DIR);
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| IndexError::Io { path, source }
+    };
+    if !g.build {
+        if gdir.exists() {
+            std::fs::remove_dir_all(&gdir).map_err(io(&gdir))?;
+        }
+        return Ok(GraphReport::default());
+    }
+    let (index, _) = open_or_create(dir, settings)?;
+    let built_from = commit_info(&index, dir)?.map_or(0, |i| i.committed_at);
+    let sources = read_sources(dir, settings)?;
+    let file = extract(&sources, g, built_from);
+
+    let mut report = GraphReport {
+        fragments: file.fragments.len(),
+        entities: file.entities.len(),
+        edges: file.edges.len(),
+        dropped_aliases: file.dropped_aliases.len(),
+        ..GraphReport::default()
+    };
+    for &(_, _, kind) in &file.edges {
+        *report
+            .kinds
+            .entry(RelationKind::from_u8(kind).as_str().to_string())
+            .or_default() += 1;
+    }
+    std::fs::create_dir_all(&gdir).map_err(io(&gdir))?;
+    let path = gdir.join(GRAPH_FILE);
+    let tmp = gdir.join("graph.json.tmp");
+    {
+        let f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        serde_json::to_writer(&mut w, &file).map_err(|e| IndexError::Io {
+            path: tmp.clone(),
+            source: e.into(),
+        })?;
+        let f = w.into_inner().map_err(|e| IndexError::Io {
+            path: tmp.clone(),
+            source: e.into_error(),
+        })?;
+        f.sync_all().map_err(io(&tmp))?;
+    }
+    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    let state = gdir.join(STATE_FILE);
+    std::fs::write(&state, build_key(g)).map_err(io(&state))?;
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Every live source with its fragments (in ordinal order), sorted by id.
+fn read_sources(dir: &Path, settings: &Settings) -> Result<Vec<SourceInfo>> {
+    let (index, fields) = open_or_create(dir, settings)?;
+    let reader = index.reader().map_err(|e| store_error(dir, e))?;
+    let searcher = reader.searcher();
+    let mut by_id: HashMap<String, SourceInfo> = HashMap::new();
+    for segment in searcher.segment_readers() {
+        let store = segment
+            .get_store_reader(64)
+            .map_err(|e| store_error(dir, e.into()))?;
+        for doc_id in segment.doc_ids_alive() {
+            let doc: TantivyDocument = store.get(doc_id).map_err(|e| store_error(dir, e))?;
+            let text = |f| doc.get_first(f).and_then(|v| v.as_str()).unwrap_or("");
+            let id = text(fields.source_id).to_string();
+            let key = doc
+                .get_first(fields.fragment_key)
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0);
+            let ordinal = doc
+                .get_first(fields.ordinal)
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0) as u32;
+            let record: Option<FragmentRecord> = serde_json::from_str(text(fields.meta)).ok();
+            let entry = by_id.entry(id.clone()).or_insert_with(|| SourceInfo {
+                id,
+                title: String::new(),
+                tags: Vec::new(),
+                hubs: Vec::new(),
+                fragments: Vec::new(),
+            });
+            if let Some(source) = record.and_then(|r| r.source) {
+                entry.title = source.envelope.title.clone();
+                entry.tags = source.envelope.tags.clone();
+                entry.hubs = source
+                    .envelope
+                    .extras
+                    .iter()
+                    .filter(|(k, v)| {
+                        HUB_KEYS.contains(&k.to_lowercase().as_str()) && !v.trim().is_empty()
+                    })
+                    .map(|(k, v)| format!("{}:{}", k.to_lowercase(), v.trim().to_lowercase()))
+                    .collect();
+            }
+            // A source without text still gets a node: links can point at it.
+            let body = text(fields.body);
+            entry.fragments.push(Fragment {
+                key,
+                ordinal,
+                body: body.to_string(),
+            });
+        }
+    }
+    let mut sources: Vec<SourceInfo> = by_id.into_values().collect();
+    sources.sort_by(|a, b| a.id.cmp(&b.id));
+    for s in &mut sources {
+        s.fragments.sort_by_key(|f| f.ordinal);
+    }
+    Ok(sources)
+}
+
+/// Entities by their stable name, numbered after the fragments as they appear.
+struct Entities {
+    base: u32,
+    by_id: HashMap<String, u32>,
+    nodes: Vec<EntityNode>,
+}
+
+impl Entities {
+    fn node(&mut self, id: String, name: &str, kind: EntityKind) -> u32 {
+        if let Some(&n) = self.by_id.get(&id) {
+            return n;
+        }
+        let n = self.base + self.nodes.len() as u32;
+        self.nodes.push(EntityNode {
+            name: name.to_string(),
+            kind,
+        });
+        self.by_id.insert(id, n);
+        n
+    }
+}
+
+fn extract(sources: &[SourceInfo], g: &GraphSettings, built_from: u64) -> GraphFile {
+    let mut fragments = Vec::new();
+    // First fragment node of each source, in `sources` order.
+    let mut heads = Vec::with_capacity(sources.len());
+    // Source index of each fragment node.
+    let mut owner = Vec::new();
+    for (si, s) in sources.iter().enumerate() {
+        heads.push(fragments.len() as u32);
+        for f in &s.fragments {
+            fragments.push(f.key);
+            owner.push(si);
+        }
+    }
+    let mut entities = Entities {
+        base: fragments.len() as u32,
+        by_id: HashMap::new(),
+        nodes: Vec::new(),
+    };
+    let mut edges: Vec<(u32, u32, u8)> = Vec::new();
+    fn add(edges: &mut Vec<(u32, u32, u8)>, a: u32, b: u32, kind: RelationKind) {
+        if a != b {
+            edges.push((a, b, kind as u8));
+        }
+    }
+    let style = match g.link_order {
+        LinkOrder::TargetFirst => LinkStyle::TargetFirst,
+        LinkOrder::LabelFirst => LinkStyle::LabelFirst,
+    };
+    let resolver = LinkResolver::new(sources.iter().map(|s| s.id.as_str()));
+    let mut names: Vec<(u32, Vec<String>)> = Vec::new();
+    // Title entity → its source, so a paragraph never mentions its own title.
+    let mut title_owner: HashMap<u32, usize> = HashMap::new();
+
+    let mut node = 0u32;
+    let mut titles = Vec::with_capacity(sources.len());
+    for (si, s) in sources.iter().enumerate() {
+        let head = heads[si];
+        titles.push((head, s.title.clone()));
+        for tag in &s.tags {
+            let t = entities.node(format!("tag:{}", tag.to_lowercase()), tag, EntityKind::Tag);
+            add(&mut edges, head, t, RelationKind::Tagged);
+        }
+        for hub in &s.hubs {
+            let h = entities.node(format!("hub:{hub}"), hub, EntityKind::Hub);
+            add(&mut edges, head, h, RelationKind::MemberOf);
+        }
+        if g.link_titles && !s.title.trim().is_empty() {
+            let t = entities.node(format!("title:{}", s.id), &s.title, EntityKind::Title);
+            add(&mut edges, t, head, RelationKind::Is);
+            title_owner.insert(t, si);
+            names.push((t, vec![s.title.clone()]));
+        } else if g.mentions && !s.title.trim().is_empty() {
+            names.push((head, vec![s.title.clone()]));
+        }
+        for (fi, f) in s.fragments.iter().enumerate() {
+            let this = node + fi as u32;
+            if fi > 0 {
+                add(&mut edges, this - 1, this, RelationKind::Next);
+            }
+            for link in links(&f.body, style) {
+                if link.target.trim().is_empty() {
+                    continue;
+                }
+                match resolver.resolve(&s.id, &link.target) {
+                    Some(target) if target == si => {}
+                    Some(target) => add(&mut edges, this, heads[target], RelationKind::LinksTo),
+                    None => {
+                        let key = super::normalize_target(&link.target);
+                        let e = entities.node(
+                            format!("link:{key}"),
+                            link.target.trim(),
+                            EntityKind::Missing,
+                        );
+                        add(&mut edges, this, e, RelationKind::LinksTo);
+                    }
+                }
+            }
+            for tag in tags(&f.body) {
+                let t = entities.node(format!("tag:{}", tag.name), &tag.name, EntityKind::Tag);
+                add(&mut edges, this, t, RelationKind::Tagged);
+            }
+        }
+        node += s.fragments.len() as u32;
+    }
+    // Missing link targets are named things too.
+    for (i, e) in entities.nodes.iter().enumerate() {
+        if e.kind == EntityKind::Missing {
+            names.push((entities.base + i as u32, vec![e.name.clone()]));
+        }
+    }
+
+    let mut dropped_aliases = Vec::new();
+    // A name inside a link is that link, not a second relation.
+    let linked: std::collections::HashSet<(u32, u32)> =
+        edges.iter().map(|&(a, b, _)| (a, b)).collect();
+    if g.mentions && !names.is_empty() {
+        let config = MentionConfig {
+            min_chars: g.min_alias_chars,
+            max_df: g.max_alias_df,
+            ..MentionConfig::default()
+        };
+        let bodies = sources
+            .iter()
+            .flat_map(|s| s.fragments.iter().map(|f| f.body.as_str()));
+        let indexed = names
+            .iter()
+            .enumerate()
+            .map(|(i, (_, aliases))| (i as u32, aliases.iter().map(String::as_str)));
+        if let Ok(matcher) = MentionMatcher::build_with_corpus(indexed, &config, bodies) {
+            let mut frag = 0usize;
+            for s in sources {
+                for f in &s.fragments {
+                    let this = frag as u32;
+                    for m in matcher.mentions(&f.body) {
+                        // A title entity is its paragraph: the mention links the paragraphs
+                        // directly (one hop), the entity stays the query's way in.
+                        let named = names[m.entity as usize].0;
+                        let target = title_owner.get(&named).map_or(named, |&si| heads[si]);
+                        let same_source = (target as usize) < owner.len()
+                            && owner[target as usize] == owner[frag];
+                        if !same_source && !linked.contains(&(this, target)) {
+                            add(&mut edges, this, target, RelationKind::Mentions);
+                        }
+                    }
+                    frag += 1;
+                }
+            }
+            for d in matcher.dropped() {
+                dropped_aliases.push(format!("{}: {}", d.alias, d.reason));
+            }
+            let kept: std::collections::HashSet<u32> = (0..matcher.aliases().len())
+                .flat_map(|i| matcher.alias_owners(i).iter().map(|(e, _)| *e))
+                .collect();
+            names = names
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| kept.contains(&(*i as u32)))
+                .map(|(_, n)| n)
+                .collect();
+        }
+    }
+    edges.sort_unstable();
+    edges.dedup();
+    GraphFile {
+        format: FORMAT,
+        built_from,
+        fragments,
+        entities: entities.nodes,
+        edges,
+        names,
+        dropped_aliases,
+        titles,
+        min_alias_chars: g.min_alias_chars,
+    }
+}

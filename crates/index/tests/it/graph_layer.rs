@@ -1,0 +1,154 @@
+//! The graph layer end to end: extraction at index time, the boost with its explain, the
+//! entities channel, recommend, and what happens without a graph.
+
+use finder_core::{ChannelStatus, Query, Settings};
+use finder_index::IndexError;
+
+use crate::support::Fixture;
+
+fn vault(fx: &Fixture) -> std::path::PathBuf {
+    fx.write(
+        "notes/nolan.md",
+        "---\ntags: [people]\n---\n# Christopher Nolan\n\nA director of long, puzzling films.\n",
+    );
+    fx.write(
+        "notes/inception.md",
+        "# Inception\n\nA heist inside dreams, directed by [[nolan]]. #film\n",
+    );
+    fx.write(
+        "notes/memento.md",
+        "# Memento\n\nAnother Christopher Nolan film, told backwards. See [[missing note]].\n",
+    );
+    fx.write(
+        "notes/garden.md",
+        "# Gardening\n\nTomatoes need sun and water.\n",
+    );
+    fx.path("notes")
+}
+
+fn lexical_only() -> Settings {
+    let mut s = Settings::default();
+    s.vector.enabled = false;
+    s
+}
+
+#[test]
+fn notes_become_a_graph_of_links_tags_and_mentions() {
+    let fx = Fixture::new();
+    let notes = vault(&fx);
+    let report = fx.index(&[&notes], &Settings::default());
+    let graph = report.graph.expect("graph built");
+    let kind = |k: &str| graph.kinds.get(k).copied().unwrap_or(0);
+    // inception → nolan, memento → the missing note.
+    assert_eq!(kind("links_to"), 2, "{graph:?}");
+    // memento names "Christopher Nolan".
+    assert_eq!(kind("mentions"), 1, "{graph:?}");
+    // #film inline, `people` from front matter.
+    assert_eq!(kind("tagged"), 2, "{graph:?}");
+    // Entities: the missing note and two tags.
+    assert_eq!(graph.entities, 3, "{graph:?}");
+
+    // Unchanged inputs leave the graph alone; an edit rebuilds it.
+    let again = fx.index(&[&notes], &Settings::default());
+    assert!(again.graph.is_none());
+    fx.write("notes/memento.md", "# Memento\n\nTold backwards.\n");
+    let edited = fx.index(&[&notes], &Settings::default()).graph.unwrap();
+    assert_eq!(edited.kinds.get("links_to"), Some(&1));
+    assert_eq!(edited.kinds.get("mentions"), None);
+}
+
+#[test]
+fn the_boost_carries_relevance_along_links_and_explains_the_path() {
+    let fx = Fixture::new();
+    let notes = vault(&fx);
+    fx.index(&[&notes], &Settings::default());
+    let finder = fx.open();
+    let settings = lexical_only();
+    let r = finder.search("heist dreams", &settings, 0, 10).unwrap();
+    let ids: Vec<&str> = r.hits.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(ids[0], "inception.md", "{ids:?}");
+    // The director's note shares no word with the query: the link brought it.
+    let nolan = r
+        .hits
+        .iter()
+        .find(|h| h.id == "nolan.md")
+        .unwrap_or_else(|| panic!("{ids:?}"));
+    let part = &nolan.explain.parts[0];
+    assert!(part.lists.is_empty() && part.boost > 0.0, "{part:?}");
+    assert_eq!(part.via.as_deref(), Some("via \"Inception\" (links_to)"));
+    let boost = r.diagnostics.boost.as_ref().unwrap();
+    assert_eq!(boost.status, ChannelStatus::Ran);
+    assert!(boost.added >= 1, "{boost:?}");
+    // The boost only adds: the lexical hit keeps its place, and without it the note is gone.
+    let mut off = settings.clone();
+    off.graph.boost = false;
+    let plain = finder.search("heist dreams", &off, 0, 10).unwrap();
+    assert_eq!(plain.hits[0].id, "inception.md");
+    assert!(plain.hits.iter().all(|h| h.id != "nolan.md"));
+    assert!(plain.hits[0].explain.parts[0].boost == 0.0);
+}
+
+#[test]
+fn a_query_naming_a_title_seeds_that_source() {
+    let fx = Fixture::new();
+    let notes = vault(&fx);
+    fx.index(&[&notes], &Settings::default());
+    let finder = fx.open();
+    let r = finder
+        .search("what did christopher nolan make", &lexical_only(), 0, 10)
+        .unwrap();
+    let entities = r
+        .diagnostics
+        .channels
+        .iter()
+        .find(|c| c.channel == finder_core::Channel::Entities)
+        .unwrap();
+    assert_eq!((entities.status, entities.hits), (ChannelStatus::Ran, 1));
+    assert_eq!(r.hits[0].id, "nolan.md");
+    assert_eq!(r.diagnostics.boost.as_ref().unwrap().named, 0);
+}
+
+#[test]
+fn recommend_follows_the_graph_from_a_source_and_leaves_it_out() {
+    let fx = Fixture::new();
+    let notes = vault(&fx);
+    fx.index(&[&notes], &Settings::default());
+    let finder = fx.open();
+    let request = Query {
+        like: Some("inception.md".into()),
+        limit: 10,
+        ..Query::default()
+    };
+    let r = finder.query(&request, &lexical_only()).unwrap();
+    let ids: Vec<&str> = r.hits.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(ids.first(), Some(&"nolan.md"), "{ids:?}");
+    assert!(!ids.contains(&"inception.md"));
+    assert!(!ids.contains(&"garden.md"), "{ids:?}");
+    let unknown = Query {
+        like: Some("nope.md".into()),
+        limit: 10,
+        ..Query::default()
+    };
+    match finder.query(&unknown, &lexical_only()) {
+        Err(IndexError::UnknownSource(id)) => assert_eq!(id, "nope.md"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn without_a_graph_the_boost_says_why_and_search_still_answers() {
+    let fx = Fixture::new();
+    let notes = vault(&fx);
+    let mut no_graph = Settings::default();
+    no_graph.graph.build = false;
+    let report = fx.index(&[&notes], &no_graph);
+    assert!(report.graph.is_none());
+    let r = fx
+        .open()
+        .search("heist dreams", &lexical_only(), 0, 10)
+        .unwrap();
+    assert_eq!(r.hits[0].id, "inception.md");
+    let boost = r.diagnostics.boost.unwrap();
+    assert_eq!(boost.status, ChannelStatus::Degraded);
+    assert!(boost.reason.unwrap().contains("no graph built"));
+}
