@@ -57,6 +57,14 @@ pub fn search(response: &SearchResponse, explain: bool) -> String {
                     p.seed,
                     lists.join(" + ")
                 );
+                if p.boost > 0.0 {
+                    let _ = writeln!(
+                        out,
+                        "        + boost {:.5} {}",
+                        p.boost,
+                        p.via.as_deref().unwrap_or("")
+                    );
+                }
             }
         }
         out.push('\n');

@@ -19,6 +19,8 @@ const PAGE: usize = 10;
 
 const NO_BOOST: &str = "graph.boost=false";
 const NO_ENTITIES: &str = "graph.entities=false";
+const NO_NEIGHBOURS: &str = "graph.neighbours=false";
+const NO_COMMUNITIES: &str = "graph.communities=false";
 
 /// One named run: a preset or `name:key=value,...`.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,10 +82,10 @@ pub fn presets(names: &str) -> Result<Vec<RunSpec>, EvalError> {
         .map(str::trim)
         .filter(|n| !n.is_empty())
         .map(|name| match name {
-            "lexical" => Ok(spec(name, &["vector.enabled=false", NO_BOOST, NO_ENTITIES])),
-            "dense" => Ok(spec(name, &["lexical.enabled=false", NO_BOOST, NO_ENTITIES])),
-            "hybrid" => Ok(spec(name, &[NO_BOOST, NO_ENTITIES])),
-            "boost" => Ok(spec(name, &[NO_ENTITIES])),
+            "lexical" => Ok(spec(name, &["vector.enabled=false", NO_BOOST, NO_ENTITIES, NO_NEIGHBOURS, NO_COMMUNITIES])),
+            "dense" => Ok(spec(name, &["lexical.enabled=false", NO_BOOST, NO_ENTITIES, NO_NEIGHBOURS, NO_COMMUNITIES])),
+            "hybrid" => Ok(spec(name, &[NO_BOOST, NO_ENTITIES, NO_NEIGHBOURS, NO_COMMUNITIES])),
+            "boost" => Ok(spec(name, &[NO_ENTITIES, NO_NEIGHBOURS, NO_COMMUNITIES])),
             "full" => Ok(spec(name, &[])),
             other => Err(EvalError::Run(format!(
                 "unknown preset `{other}`; known: lexical, dense, hybrid, boost, full (or --run NAME:key=value,...)"
@@ -353,8 +355,14 @@ mod tests {
         assert_eq!(runs[0].overrides[0], "vector.enabled=false");
         assert_eq!(runs[1].overrides[0], "lexical.enabled=false");
         // Only `full` runs the graph layer; `boost` adds the boost alone.
-        assert_eq!(runs[2].overrides, vec![NO_BOOST, NO_ENTITIES]);
-        assert_eq!(presets("boost").unwrap()[0].overrides, vec![NO_ENTITIES]);
+        assert_eq!(
+            runs[2].overrides,
+            vec![NO_BOOST, NO_ENTITIES, NO_NEIGHBOURS, NO_COMMUNITIES]
+        );
+        assert_eq!(
+            presets("boost").unwrap()[0].overrides,
+            vec![NO_ENTITIES, NO_NEIGHBOURS, NO_COMMUNITIES]
+        );
         assert!(presets("full").unwrap()[0].overrides.is_empty());
         assert!(presets("bogus")
             .unwrap_err()

@@ -246,6 +246,18 @@ impl Finder {
         finder_core::search_with(&run, request, settings, &self.extensions)
     }
 
+    /// A source by id, as hits show it: `None` when the index does not hold it.
+    pub fn source(&self, id: &str) -> Result<Option<SourceView>> {
+        let run = QueryRun {
+            finder: self,
+            searcher: self.reader.searcher(),
+            seen: RefCell::new(HashMap::new()),
+            extra: RefCell::new(Vec::new()),
+            vector: None,
+        };
+        Retriever::source(&run, crate::keys::source_key(id))
+    }
+
     pub fn status(&self) -> Result<Status> {
         let searcher = self.reader.searcher();
         let size_bytes = dir_size(&self.dir.join(LEXICAL_DIR));

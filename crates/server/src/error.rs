@@ -105,6 +105,10 @@ impl ServerError {
             IndexError::Busy(_) => ServerError::Busy {
                 space: space.to_string(),
             },
+            IndexError::UnknownSource(id) => ServerError::UnknownTarget {
+                space: space.to_string(),
+                id,
+            },
             e @ (IndexError::Input(_)
             | IndexError::Embedding { .. }
             | IndexError::Storage { .. }

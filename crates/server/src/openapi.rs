@@ -33,7 +33,7 @@ const SPACE_ROUTES: &[SpaceRoute] = &[
      "The best matching passages, best first, each cited by source id and line extent, rendered into `text` without exceeding the character budget (`budget_tokens` counts 4 characters per token). A passage that does not fit whole is cut at a word boundary when at least 120 characters remain; the rest are counted in `omitted`.",
      Some("ContextRequest"), "ContextResult", &["400", "404", "409"]),
     ("/recommend", "post", "recommend", "Recommend",
-     "Sources similar to a target source, without query text. Until the graph and vector layers land, similarity is lexical: the target's title and summary are searched and the target itself is excluded (`basis: \"lexical\"`). Documents written through the API are read from their stored form; other sources are looked up by searching their id.",
+     "Sources related to a target source, without query text: the target's fragments seed the graph boost (links, mentions, tags), its vectors query the vector list, its title and summary the lexical lists; the target itself is left out. `basis` names what contributed (e.g. `lexical+vector+graph`).",
      Some("RecommendRequest"), "RecommendResult", &["400", "404", "409"]),
     ("/status", "get", "status", "Index status",
      "What the space holds (sources, fragments, segments, size, inputs, index-time settings, last run), whether it is built, and build progress while a layer (vectors) is still being built.",
@@ -285,7 +285,7 @@ fn schemas() -> Value {
         })),
         "RecommendResult": obj(&["space", "target", "basis", "query", "hits", "diagnostics"], json!({
             "space": {"type": "string"}, "target": {"type": "string"},
-            "basis": {"type": "string", "description": "How neighbours were found; `lexical` today."},
+            "basis": {"type": "string", "description": "What found the neighbours, joined by `+`: channels that returned hits (`lexical`, `vector`, …) and `graph` when the boost reached anything."},
             "query": {"type": "string", "description": "The text the target turned into."},
             "hits": {"type": "array", "items": schema_ref("Hit")},
             "diagnostics": schema_ref("Diagnostics"),

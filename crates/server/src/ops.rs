@@ -120,20 +120,46 @@ pub fn recommend(space: &Space, request: &RecommendRequest) -> Result<RecommendR
         ));
     }
     let finder = space.finder()?;
-    let query = target_text(space, &finder, &request.target)?;
+    let Some(view) = finder.source(&request.target).map_err(index_err(space))? else {
+        return Err(ServerError::UnknownTarget {
+            space: space.name().to_string(),
+            id: request.target.clone(),
+        });
+    };
+    // The target's title and summary feed the lexical lists; its fragments seed the graph
+    // boost and its vectors the vector list; the target itself never comes back.
+    let query: String = format!("{} {}", view.envelope.title, view.summary)
+        .chars()
+        .take(RECOMMEND_QUERY_CHARS)
+        .collect();
+    let query = query.trim().to_string();
     let settings = settings(space, &finder, &request.settings, &[])?;
-    let mut response = finder
-        .search(&query, &settings, 0, request.limit + 1)
+    let mut request_query = finder_core::Query::text(query.clone(), 0, request.limit);
+    request_query.like = Some(request.target.clone());
+    let response = finder
+        .query(&request_query, &settings)
         .map_err(index_err(space))?;
-    response.hits.retain(|h| h.id != request.target);
-    response.hits.truncate(request.limit);
-    for (i, hit) in response.hits.iter_mut().enumerate() {
-        hit.rank = i + 1;
-    }
+    let basis = response
+        .diagnostics
+        .channels
+        .iter()
+        .filter(|c| c.status == finder_core::ChannelStatus::Ran && c.hits > 0)
+        .map(|c| c.channel.name())
+        .filter(|c| *c != "like")
+        .chain(
+            response
+                .diagnostics
+                .boost
+                .as_ref()
+                .filter(|b| b.touched > 0)
+                .map(|_| "graph"),
+        )
+        .collect::<Vec<_>>()
+        .join("+");
     Ok(RecommendResult {
         space: space.name().to_string(),
         target: request.target.clone(),
-        basis: "lexical".to_string(),
+        basis,
         query,
         hits: response.hits,
         diagnostics: response.diagnostics,
@@ -341,57 +367,4 @@ fn cut(text: &str, max: usize) -> String {
         _ => keep,
     };
     format!("{}…", keep.trim_end())
-}
-
-/// The text a recommend target stands for: its title and summary. API documents are read
-/// from their file; other sources are found by searching their id.
-fn target_text(space: &Space, finder: &Finder, target: &str) -> Result<String> {
-    let (title, summary) = match documents::read_all(space.dir())?.remove(target) {
-        Some(d) => {
-            let summary = d.summary.unwrap_or_else(|| d.text.clone());
-            (d.title, summary)
-        }
-        None => find_source(space, finder, target)?,
-    };
-    let text: String = format!("{title} {summary}")
-        .chars()
-        .take(RECOMMEND_QUERY_CHARS)
-        .collect();
-    Ok(text.trim().to_string())
-}
-
-/// Finds a source by id through the lexical channels: the id's words (a file name is
-/// usually in its title) with trigrams on, deepest list.
-fn find_source(space: &Space, finder: &Finder, target: &str) -> Result<(String, String)> {
-    let words: String = target
-        .chars()
-        .map(|c| if c.is_alphanumeric() { c } else { ' ' })
-        .collect();
-    let stem = words
-        .trim_end()
-        .strip_suffix(" md")
-        .or_else(|| words.trim_end().strip_suffix(" txt"))
-        .unwrap_or(&words)
-        .to_string();
-    let settings = finder
-        .settings_with(&[
-            "lexical.trigram=\"on\"".to_string(),
-            "lexical.fts_list_size=200".to_string(),
-        ])
-        .map_err(index_err(space))?;
-    for query in [stem.as_str(), words.as_str()] {
-        if query.trim().is_empty() {
-            continue;
-        }
-        let response = finder
-            .search(query, &settings, 0, MAX_LIMIT)
-            .map_err(index_err(space))?;
-        if let Some(hit) = response.hits.into_iter().find(|h| h.id == target) {
-            return Ok((hit.envelope.title, hit.summary));
-        }
-    }
-    Err(ServerError::UnknownTarget {
-        space: space.name().to_string(),
-        id: target.to_string(),
-    })
 }

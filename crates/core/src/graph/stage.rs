@@ -37,8 +37,9 @@ pub struct BoostReport {
 }
 
 /// Runs the personalised-PageRank boost from the best fused fragments (and the entities the
-/// query names) and adds it to the fused list: `boost = p · Σ seeds`, so the boost is on the
-/// seeds' scale, adds and never gates. Fragments reached only through the graph join the list
+/// query names) and adds it to the fused list: `boost = max(0, p − s) · Σ seeds` with `s` the
+/// normalised restart vector — what the graph carried to a fragment beyond its own restart
+/// mass, on the seeds' scale. It adds and never gates; without edges it is zero everywhere. Fragments reached only through the graph join the list
 /// with their boost alone. The list is re-sorted by `seed + boost`.
 pub fn apply_boost(
     access: &dyn GraphAccess,
@@ -76,12 +77,20 @@ pub fn apply_boost(
         .enumerate()
         .map(|(i, f)| (f.fragment, i))
         .collect();
+    // What the graph added beyond the restart itself: an isolated seed ends where it started
+    // (its mass comes back to it), so it gains nothing; a linked one gains what its
+    // neighbours send.
+    let mut restart: HashMap<u32, f64> = HashMap::new();
+    for &(node, s) in &seeds {
+        *restart.entry(node).or_default() += s / total;
+    }
     let mut added = 0;
     for entry in &result.entries {
         let Some(fragment) = access.fragment(entry.node) else {
             continue;
         };
-        let amount = entry.score * total;
+        let own = restart.get(&entry.node).copied().unwrap_or(0.0);
+        let amount = (entry.score - own).max(0.0) * total;
         if amount <= 0.0 {
             continue;
         }

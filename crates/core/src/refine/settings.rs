@@ -229,6 +229,31 @@ mod tests {
     }
 
     #[test]
+    fn keys_are_reachable_with_set_and_suggested() {
+        let mut s = crate::settings::Settings::default();
+        s.set("refine.mmr=true").unwrap();
+        s.set("refine.sort=date").unwrap();
+        s.set("refine.plugins=[\"http://localhost:9/p\"]").unwrap();
+        s.set("refine.personal_lambdas=[0.9, 0.5, 0.2, 0.0]")
+            .unwrap();
+        assert!(s.refine.mmr);
+        assert_eq!(s.refine.sort, SortOrder::Date);
+        assert_eq!(s.refine.plugins.len(), 1);
+        assert!(crate::settings::Settings::keys().contains(&"refine.min_score".to_string()));
+        let err = s.set("refine.mmr_lamda=0.5").unwrap_err();
+        assert_eq!(
+            err.kind,
+            SettingsErrorKind::UnknownKey {
+                suggestion: Some("refine.mmr_lambda".into())
+            }
+        );
+        let err = s.set("refine.min_score=1.5").unwrap_err();
+        assert_eq!(err.key, "refine.min_score");
+        let err = s.set("refine.rerank=http").unwrap_err();
+        assert_eq!(err.key, "refine.rerank_url");
+    }
+
+    #[test]
     fn ranges_name_the_key() {
         let s = RefineSettings {
             mmr_depth: 0,

@@ -171,7 +171,8 @@ async fn recommend_finds_neighbours_of_a_source_without_itself() {
         200,
     )
     .await;
-    assert_eq!(r["basis"], "lexical");
+    // No model in tests: the lexical lists and the graph (if the fixture links) found them.
+    assert!(r["basis"].as_str().unwrap().starts_with("lexical"), "{r:#}");
     assert!(
         r["query"].as_str().unwrap().contains("Refresh tokens"),
         "{r:#}"

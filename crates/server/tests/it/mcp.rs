@@ -82,7 +82,10 @@ fn tools_answer_with_text_and_structured_content() {
         &s,
         json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "recommend", "arguments": {"target": "tokens.md"}}}),
     );
-    assert_eq!(rec["result"]["structuredContent"]["basis"], "lexical");
+    assert!(rec["result"]["structuredContent"]["basis"]
+        .as_str()
+        .unwrap()
+        .starts_with("lexical"));
 }
 
 #[test]
