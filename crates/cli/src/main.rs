@@ -112,6 +112,24 @@ enum Command {
         #[arg(long, value_name = "ORDER")]
         sort: Option<String>,
     },
+    /// Sources related to a source, with no query text: the graph from its fragments, its
+    /// vectors, its title and summary.
+    Recommend {
+        /// The source id (a path relative to its input folder, or a record id).
+        id: String,
+        #[arg(long)]
+        index: PathBuf,
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+        #[arg(long)]
+        explain: bool,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Show what an index holds.
     Status {
         #[arg(long)]
@@ -235,6 +253,35 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             request.scope = (!scope.is_empty()).then_some(scope);
             request.user = user;
+            let response = finder.query(&request, &settings)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&response)?);
+            } else {
+                print!("{}", render::search(&response, explain));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Recommend {
+            id,
+            index,
+            limit,
+            json,
+            explain,
+            set,
+            config,
+        } => {
+            let settings = load_settings(&index, config.as_deref())?;
+            let finder = semantic::open(&index, settings)?;
+            let settings = finder.settings_with(&set)?;
+            let Some(view) = finder.source(&id)? else {
+                anyhow::bail!("no source `{id}` in {}", index.display());
+            };
+            let mut request = finder_core::Query::text(
+                format!("{} {}", view.envelope.title, view.summary),
+                0,
+                limit,
+            );
+            request.like = Some(id);
             let response = finder.query(&request, &settings)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&response)?);

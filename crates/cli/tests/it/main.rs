@@ -266,6 +266,44 @@ fn precomputed_vectors_from_records_and_the_command_line() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--vector: expected a JSON array"));
 }
 
+#[test]
+fn recommend_follows_links_and_explains_the_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "v/a.md", "# Alpha\n\nSee [[b]] for the rest.\n");
+    write(tmp.path(), "v/b.md", "# Beta\n\nNothing in common.\n");
+    write(
+        tmp.path(),
+        "v/c.md",
+        "# Gamma\n\nUnrelated words entirely.\n",
+    );
+    let index = tmp.path().join("idx");
+    let (input, index) = (
+        tmp.path().join("v").to_str().unwrap().to_string(),
+        index.to_str().unwrap().to_string(),
+    );
+    ok(&["index", &input, "--index", &index]);
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["recommend", "a.md", "--index", &index, "--json"])).unwrap();
+    assert_eq!(json["hits"][0]["id"], "b.md", "{json}");
+    assert_eq!(
+        json["hits"][0]["explain"]["parts"][0]["via"],
+        "via \"Alpha\" (links_to)"
+    );
+    assert!(json["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|h| h["id"] != "a.md"));
+    let text = ok(&["recommend", "a.md", "--index", &index, "--explain"]);
+    assert!(
+        text.contains("+ boost") && text.contains("links_to"),
+        "{text}"
+    );
+    let out = finder(&["recommend", "zzz.md", "--index", &index]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no source `zzz.md`"));
+}
+
 mod with_model {
     //! The semantic layer through the binary, with the real model (installed by
     //! `finder model install`; CI installs it before the tests).

@@ -69,6 +69,11 @@ pub(crate) struct GraphFile {
     pub titles: Vec<(u32, String)>,
     /// The settings the mention filters used, so queries name things the same way.
     pub min_alias_chars: usize,
+    /// Links that resolved to another source: occurrences, and distinct source pairs.
+    #[serde(default)]
+    pub link_occurrences: usize,
+    #[serde(default)]
+    pub source_links: usize,
 }
 
 /// What a graph build did.
@@ -80,6 +85,10 @@ pub struct GraphReport {
     /// Edges by kind.
     pub kinds: BTreeMap<String, usize>,
     pub dropped_aliases: usize,
+    /// Links that resolved to another source, counted where they occur.
+    pub link_occurrences: usize,
+    /// Distinct (source, linked source) pairs.
+    pub source_links: usize,
     pub seconds: f64,
 }
 
@@ -139,6 +148,8 @@ pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
         entities: file.entities.len(),
         edges: file.edges.len(),
         dropped_aliases: file.dropped_aliases.len(),
+        link_occurrences: file.link_occurrences,
+        source_links: file.source_links,
         ..GraphReport::default()
     };
     for &(_, _, kind) in &file.edges {
@@ -285,6 +296,9 @@ fn extract(sources: &[SourceInfo], g: &GraphSettings, built_from: u64) -> GraphF
     // Title entity → its source, so a paragraph never mentions its own title.
     let mut title_owner: HashMap<u32, usize> = HashMap::new();
 
+    let mut link_occurrences = 0usize;
+    let mut source_links: std::collections::HashSet<(usize, usize)> =
+        std::collections::HashSet::new();
     let mut node = 0u32;
     let mut titles = Vec::with_capacity(sources.len());
     for (si, s) in sources.iter().enumerate() {
@@ -316,8 +330,13 @@ fn extract(sources: &[SourceInfo], g: &GraphSettings, built_from: u64) -> GraphF
                     continue;
                 }
                 match resolver.resolve(&s.id, &link.target) {
-                    Some(target) if target == si => {}
-                    Some(target) => add(&mut edges, this, heads[target], RelationKind::LinksTo),
+                    Some(target) => {
+                        link_occurrences += 1;
+                        source_links.insert((si, target));
+                        if target != si {
+                            add(&mut edges, this, heads[target], RelationKind::LinksTo);
+                        }
+                    }
                     None => {
                         let key = super::normalize_target(&link.target);
                         let e = entities.node(
@@ -405,5 +424,7 @@ fn extract(sources: &[SourceInfo], g: &GraphSettings, built_from: u64) -> GraphF
         dropped_aliases,
         titles,
         min_alias_chars: g.min_alias_chars,
+        link_occurrences,
+        source_links: source_links.len(),
     }
 }
