@@ -21,6 +21,13 @@ pub struct SourceDoc {
     /// A vector given with the record (`vector`), used for every fragment of the source when
     /// `embed.backend = "precomputed"`.
     pub vector: Option<Vec<f32>>,
+    /// An entity record (`"kind": "entity"`): searchable so queries can name it and seed the
+    /// graph, never returned as a hit.
+    pub entity: bool,
+    /// Other names of the source or entity, matched as mentions.
+    pub aliases: Vec<String>,
+    /// Declared relations `(to id, kind)` from this source or entity.
+    pub relations: Vec<(String, String)>,
 }
 
 /// One passage of a source.

@@ -335,6 +335,8 @@ struct Seen {
     address: DocAddress,
     source: SourceKey,
     ordinal: u32,
+    /// A fragment of an entity record: it seeds, it never ranks.
+    entity: bool,
 }
 
 /// One query's view: a snapshot plus what its channels found.
@@ -371,10 +373,17 @@ impl QueryRun<'_> {
                 })
         };
         let key = FragmentKey(read("fragment_key")?);
+        let entity = self.fields().entity.is_some()
+            && fast
+                .u64("entity")
+                .ok()
+                .and_then(|c| c.first(address.doc_id))
+                == Some(1);
         let seen = Seen {
             address,
             source: SourceKey(read("source_key")?),
             ordinal: read("ordinal")? as u32,
+            entity,
         };
         self.seen.borrow_mut().insert(key, seen);
         Ok(key)
@@ -710,7 +719,7 @@ impl Retriever for QueryRun<'_> {
             .iter()
             .map(|&f| {
                 Ok(self.lookup(f)?.map(|s| FragmentMeta {
-                    source: Some(s.source),
+                    source: (!s.entity).then_some(s.source),
                     ordinal: s.ordinal,
                 }))
             })

@@ -13,6 +13,12 @@ pub(crate) struct SourceRecord {
     pub envelope: Envelope,
     pub summary: String,
     pub fragments: u32,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub entity: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relations: Vec<(String, String)>,
 }
 
 /// The `meta` field of a fragment document.

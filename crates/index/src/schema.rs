@@ -27,6 +27,9 @@ pub(crate) struct Fields {
     pub meta: Field,
     /// A precomputed vector (little-endian f32s); absent in indexes made before it existed.
     pub vector: Option<Field>,
+    /// 1 on the fragments of an entity record (searchable, never a result); absent in
+    /// indexes made before entities existed.
+    pub entity: Option<Field>,
 }
 
 pub(crate) fn build_schema() -> (Schema, Fields) {
@@ -48,6 +51,7 @@ pub(crate) fn build_schema() -> (Schema, Fields) {
         body: b.add_text_field("body", STORED),
         meta: b.add_text_field("meta", STORED),
         vector: Some(b.add_bytes_field("vector", STORED)),
+        entity: Some(b.add_u64_field("entity", FAST)),
     };
     (b.build(), fields)
 }
@@ -64,6 +68,7 @@ pub(crate) fn resolve(schema: &Schema) -> Option<Fields> {
         body: f("body")?,
         meta: f("meta")?,
         vector: f("vector"),
+        entity: f("entity"),
     })
 }
 

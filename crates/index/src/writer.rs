@@ -309,6 +309,9 @@ fn add_source(
         envelope: source.envelope.clone(),
         summary: source.summary.clone(),
         fragments: source.fragments.len() as u32,
+        entity: source.entity,
+        aliases: source.aliases.clone(),
+        relations: source.relations.clone(),
     };
     let skey = source_key(&source.id);
     let title = source.envelope.title.as_str();
@@ -352,6 +355,9 @@ fn add_source(
         );
         if settings.index.trigrams {
             doc.add_text(fields.trigrams, &indexed);
+        }
+        if let (Some(field), true) = (fields.entity, source.entity) {
+            doc.add_u64(field, 1);
         }
         // Stored whatever the backend, so switching to `precomputed` needs no re-read.
         if let (Some(field), Some(v)) = (fields.vector, &source.vector) {

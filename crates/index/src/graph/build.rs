@@ -67,6 +67,9 @@ pub(crate) struct GraphFile {
     pub dropped_aliases: Vec<String>,
     /// Each source's first fragment node and title, for explain.
     pub titles: Vec<(u32, String)>,
+    /// First fragment nodes of entity records (`"kind": "entity"`).
+    #[serde(default)]
+    pub entity_sources: Vec<u32>,
     /// The settings the mention filters used, so queries name things the same way.
     pub min_alias_chars: usize,
     /// Links that resolved to another source: occurrences, and distinct source pairs.
@@ -100,6 +103,9 @@ struct Fragment {
 
 struct SourceInfo {
     id: String,
+    entity: bool,
+    aliases: Vec<String>,
+    relations: Vec<(String, String)>,
     title: String,
     tags: Vec<String>,
     hubs: Vec<String>,
@@ -206,12 +212,18 @@ fn read_sources(dir: &Path, settings: &Settings) -> Result<Vec<SourceInfo>> {
             let record: Option<FragmentRecord> = serde_json::from_str(text(fields.meta)).ok();
             let entry = by_id.entry(id.clone()).or_insert_with(|| SourceInfo {
                 id,
+                entity: false,
+                aliases: Vec::new(),
+                relations: Vec::new(),
                 title: String::new(),
                 tags: Vec::new(),
                 hubs: Vec::new(),
                 fragments: Vec::new(),
             });
             if let Some(source) = record.and_then(|r| r.source) {
+                entry.entity = source.entity;
+                entry.aliases = source.aliases.clone();
+                entry.relations = source.relations.clone();
                 entry.title = source.envelope.title.clone();
                 entry.tags = source.envelope.tags.clone();
                 entry.hubs = source
@@ -296,6 +308,12 @@ fn extract(sources: &[SourceInfo], g: &GraphSettings, built_from: u64) -> GraphF
     // Title entity → its source, so a paragraph never mentions its own title.
     let mut title_owner: HashMap<u32, usize> = HashMap::new();
 
+    let by_id: HashMap<&str, usize> = sources
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    let mut entity_sources: Vec<u32> = Vec::new();
     let mut link_occurrences = 0usize;
     let mut source_links: std::collections::HashSet<(usize, usize)> =
         std::collections::HashSet::new();
@@ -312,13 +330,27 @@ fn extract(sources: &[SourceInfo], g: &GraphSettings, built_from: u64) -> GraphF
             let h = entities.node(format!("hub:{hub}"), hub, EntityKind::Hub);
             add(&mut edges, head, h, RelationKind::MemberOf);
         }
-        if g.link_titles && !s.title.trim().is_empty() {
+        if s.entity {
+            // A declared entity is its own fragment: named by its name and aliases.
+            entity_sources.push(head);
+            let mut all = vec![s.title.clone()];
+            all.extend(s.aliases.iter().cloned());
+            names.push((head, all));
+        } else if g.link_titles && !s.title.trim().is_empty() {
             let t = entities.node(format!("title:{}", s.id), &s.title, EntityKind::Title);
             add(&mut edges, t, head, RelationKind::Is);
             title_owner.insert(t, si);
             names.push((t, vec![s.title.clone()]));
         } else if g.mentions && !s.title.trim().is_empty() {
-            names.push((head, vec![s.title.clone()]));
+            let mut all = vec![s.title.clone()];
+            all.extend(s.aliases.iter().cloned());
+            names.push((head, all));
+        }
+        for (to, kind) in &s.relations {
+            if let Some(&target) = by_id.get(to.as_str()) {
+                let kind = RelationKind::parse(kind).unwrap_or(RelationKind::Relates);
+                add(&mut edges, head, heads[target], kind);
+            }
         }
         for (fi, f) in s.fragments.iter().enumerate() {
             let this = node + fi as u32;
@@ -423,6 +455,7 @@ fn extract(sources: &[SourceInfo], g: &GraphSettings, built_from: u64) -> GraphF
         names,
         dropped_aliases,
         titles,
+        entity_sources,
         min_alias_chars: g.min_alias_chars,
         link_occurrences,
         source_links: source_links.len(),

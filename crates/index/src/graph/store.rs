@@ -17,6 +17,7 @@ pub(crate) struct GraphIndex {
     entities: Vec<EntityNode>,
     names: Vec<(u32, Vec<String>)>,
     titles: HashMap<u32, String>,
+    entity_sources: std::collections::HashSet<u32>,
     min_alias_chars: usize,
     matcher: OnceLock<Option<MentionMatcher>>,
 }
@@ -47,6 +48,7 @@ impl GraphIndex {
             entities: file.entities,
             names: file.names,
             titles: file.titles.into_iter().collect(),
+            entity_sources: file.entity_sources.into_iter().collect(),
             min_alias_chars: file.min_alias_chars,
             matcher: OnceLock::new(),
         }))
@@ -100,6 +102,7 @@ impl GraphAccess for GraphIndex {
             return format!("{what} \"{}\"", e.name);
         }
         match self.titles.get(&node) {
+            Some(title) if self.entity_sources.contains(&node) => format!("entity \"{title}\""),
             Some(title) if !title.is_empty() => format!("\"{title}\""),
             _ => "a passage".to_string(),
         }

@@ -71,6 +71,9 @@ pub(super) fn note_from_bytes(
         .unwrap_or_else(|| derive_summary(body, settings.summary_max_chars));
     out.push(Ok(SourceDoc {
         vector: None,
+        entity: false,
+        aliases: Vec::new(),
+        relations: Vec::new(),
         id: id.to_string(),
         origin: origin.to_string(),
         envelope: Envelope {

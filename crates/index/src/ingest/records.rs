@@ -132,6 +132,9 @@ struct Record {
     summary: Option<String>,
     extras: BTreeMap<String, String>,
     vector: Option<Vec<f32>>,
+    entity: bool,
+    aliases: Vec<String>,
+    relations: Vec<(String, String)>,
 }
 
 impl Record {
@@ -153,6 +156,9 @@ impl Record {
             // Record extents are relative to the record's text: there is no file to slice.
             fragments: fragment(&self.text, 0, 1, settings.fragment_max_chars),
             vector: self.vector,
+            entity: self.entity,
+            aliases: self.aliases,
+            relations: self.relations,
             id: self.id,
         }
     }
@@ -216,14 +222,55 @@ fn parse_line(line: &[u8], line_start: usize, layout: Layout) -> Result<Record, 
 
 /// The fields after the id; an error says which field was wrong and what it should be.
 fn fields(object: &Map<String, Value>, id: String, layout: Layout) -> Result<Record, String> {
-    let text = match object.get("text") {
-        Some(Value::String(s)) => s.clone(),
-        None | Some(Value::Null) => {
+    let entity = match optional_string(object, "kind")?.as_deref() {
+        None | Some("source") => false,
+        Some("entity") => true,
+        Some(other) => {
+            return Err(format!(
+                "`kind` is `{other}`; expected `source` (the default) or `entity`"
+            ))
+        }
+    };
+    let aliases = string_list(object, "aliases")?;
+    let relations = match object.get("relations") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|r| {
+                let to = r
+                    .get("to")
+                    .and_then(scalar)
+                    .filter(|s| !s.trim().is_empty());
+                let kind = r
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .unwrap_or("relates")
+                    .to_string();
+                to.map(|to| (to, kind))
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or("`relations` must be an array of {\"to\": id, \"kind\": name}")?,
+        Some(_) => {
+            return Err("`relations` must be an array of {\"to\": id, \"kind\": name}".into())
+        }
+    };
+    // An entity is found by its name, aliases and description.
+    let text = match (entity, object.get("text")) {
+        (_, Some(Value::String(s))) => s.clone(),
+        (true, None | Some(Value::Null)) => {
+            let mut parts: Vec<String> = optional_string(object, "name")?.into_iter().collect();
+            parts.extend(aliases.iter().cloned());
+            parts.extend(optional_string(object, "description")?);
+            parts.join("\n")
+        }
+        (false, None | Some(Value::Null)) => {
             return Err("missing `text` (a string, may be empty)".to_string())
         }
-        Some(_) => return Err("`text` must be a string".to_string()),
+        (_, Some(_)) => return Err("`text` must be a string".to_string()),
     };
-    let title = optional_string(object, "title")?.unwrap_or_default();
+    let title = optional_string(object, "title")?
+        .or(optional_string(object, "name")?)
+        .unwrap_or_default();
     let date = match object.get("date") {
         Some(Value::Number(n)) => Some(n.to_string()),
         _ => optional_string(object, "date")?,
@@ -238,7 +285,7 @@ fn fields(object: &Map<String, Value>, id: String, layout: Layout) -> Result<Rec
         Some(_) => return Err("`tags` must be an array of strings".to_string()),
     };
     let summary = optional_string(object, "summary")?.filter(|s| !s.trim().is_empty());
-    let extras = match layout {
+    let mut extras = match layout {
         Layout::Records => extras(object.get("extras"))?,
         // BEIR metadata is free-form: keep its scalars, pass over the rest.
         Layout::Beir => match object.get("metadata") {
@@ -249,6 +296,9 @@ fn fields(object: &Map<String, Value>, id: String, layout: Layout) -> Result<Rec
             _ => BTreeMap::new(),
         },
     };
+    if let Some(label) = optional_string(object, "label")? {
+        extras.insert("label".to_string(), label);
+    }
     let vector = match object.get("vector") {
         None | Some(Value::Null) => None,
         Some(Value::Array(items)) => Some(
@@ -270,7 +320,22 @@ fn fields(object: &Map<String, Value>, id: String, layout: Layout) -> Result<Rec
         summary,
         extras,
         vector,
+        entity,
+        aliases,
+        relations,
     })
+}
+
+fn string_list(object: &Map<String, Value>, key: &str) -> Result<Vec<String>, String> {
+    match object.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|t| t.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .ok_or(format!("`{key}` must be an array of strings")),
+        Some(_) => Err(format!("`{key}` must be an array of strings")),
+    }
 }
 
 fn optional_string(object: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {

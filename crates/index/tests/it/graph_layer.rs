@@ -63,7 +63,9 @@ fn the_boost_carries_relevance_along_links_and_explains_the_path() {
     let notes = vault(&fx);
     fx.index(&[&notes], &Settings::default());
     let finder = fx.open();
-    let settings = lexical_only();
+    // The boost alone: the neighbours channel would list the director as well.
+    let mut settings = lexical_only();
+    settings.graph.neighbours = false;
     let r = finder.search("heist dreams", &settings, 0, 10).unwrap();
     let ids: Vec<&str> = r.hits.iter().map(|h| h.id.as_str()).collect();
     assert_eq!(ids[0], "inception.md", "{ids:?}");
@@ -188,4 +190,89 @@ fn the_dendron_vault_graph_matches_its_links_tsv() {
     );
     assert!(within(graph.link_occurrences, rows.len()), "{graph:?}");
     assert!(within(graph.source_links, pairs.len()), "{graph:?}");
+}
+
+#[test]
+fn declared_entities_seed_the_graph_and_never_rank() {
+    let fx = Fixture::new();
+    let lines = [
+        serde_json::json!({"id": "person:nolan", "kind": "entity", "name": "Christopher Nolan",
+            "aliases": ["Chris Nolan"], "label": "Person",
+            "description": "British film director known for nonlinear storytelling"}),
+        serde_json::json!({"id": "film:memento", "title": "Memento", "text": "A man with no short-term memory hunts a killer.",
+            "relations": [{"to": "person:nolan", "kind": "directed_by"}]}),
+        serde_json::json!({"id": "film:tenet", "title": "Tenet", "text": "Time runs backwards for a secret agent.",
+            "relations": [{"to": "person:nolan", "kind": "directed_by"}]}),
+        serde_json::json!({"id": "film:other", "title": "Paddington", "text": "A bear in London eats marmalade."}),
+    ];
+    let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    let input = fx.write("catalog.jsonl", &lines.join("\n"));
+    let report = fx.index(&[&input], &Settings::default());
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let graph = report.graph.unwrap();
+    // Two declared relations (an unknown kind is `relates`); the label is a typed hub.
+    assert_eq!(graph.kinds.get("relates"), Some(&2), "{graph:?}");
+    assert_eq!(graph.kinds.get("member_of"), Some(&1), "{graph:?}");
+
+    let finder = fx.open();
+    // The query matches only the entity's description; the films come through the graph.
+    let r = finder
+        .search(
+            "british director nonlinear storytelling",
+            &lexical_only(),
+            0,
+            10,
+        )
+        .unwrap();
+    let ids: Vec<&str> = r.hits.iter().map(|h| h.id.as_str()).collect();
+    assert!(
+        !ids.contains(&"person:nolan"),
+        "an entity never ranks: {ids:?}"
+    );
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert!(ids.contains(&"film:memento") && ids.contains(&"film:tenet"));
+    assert_eq!(
+        r.hits[0].explain.parts[0].lists[0].channel,
+        finder_core::Channel::Neighbours
+    );
+    // The boost alone carries them too, and says through what.
+    let mut boost_only = lexical_only();
+    boost_only.graph.neighbours = false;
+    let r = finder
+        .search(
+            "british director nonlinear storytelling",
+            &boost_only,
+            0,
+            10,
+        )
+        .unwrap();
+    assert_eq!(r.hits.len(), 2, "{r:?}");
+    let via = r.hits[0].explain.parts[0].via.as_deref();
+    let via = via.unwrap_or_else(|| panic!("{:#?}", r.hits[0].explain));
+    assert_eq!(via, "via entity \"Christopher Nolan\" (relates)");
+    // An alias in the query names the entity too.
+    let r = finder
+        .search("chris nolan", &lexical_only(), 0, 10)
+        .unwrap();
+    assert!(r.hits.iter().any(|h| h.id == "film:tenet"), "{r:?}");
+}
+
+#[test]
+fn a_bad_entity_or_relation_is_a_problem_with_its_line() {
+    let fx = Fixture::new();
+    let input = fx.write(
+        "catalog.jsonl",
+        &[
+            r#"{"id": "a", "kind": "person", "name": "X"}"#,
+            r#"{"id": "b", "text": "t", "relations": [{"kind": "x"}]}"#,
+            r#"{"id": "c", "text": "fine"}"#,
+        ]
+        .join("\n"),
+    );
+    let report = fx.index(&[&input], &Settings::default());
+    let problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems[0].contains("catalog.jsonl:1") && problems[0].contains("`kind`"));
+    assert!(problems[1].contains("catalog.jsonl:2") && problems[1].contains("`relations`"));
+    assert_eq!(report.sources, 1);
 }

@@ -102,7 +102,17 @@ fn hits_carry_envelope_summary_and_extents_on_the_right_lines() {
         .iter()
         .map(|c| c.channel.name())
         .collect();
-    assert_eq!(channels, vec!["lexical", "trigram", "vector"]);
+    assert_eq!(
+        channels,
+        vec![
+            "lexical",
+            "trigram",
+            "vector",
+            "entities",
+            "neighbours",
+            "communities"
+        ]
+    );
     assert!(response
         .diagnostics
         .stages
