@@ -31,6 +31,8 @@ pub enum Channel {
     Communities,
     /// Recommend: the fragments of the source recommended from.
     Like,
+    /// The fused candidates weighted by the age of their source's date.
+    Events,
 }
 
 impl Channel {
@@ -43,6 +45,7 @@ impl Channel {
             Channel::Neighbours => "neighbours",
             Channel::Communities => "communities",
             Channel::Like => "like",
+            Channel::Events => "events",
         }
     }
 }

@@ -159,6 +159,7 @@ fn graph_stages<R: Retriever>(
     reports: &mut Vec<ChannelReport>,
     fused: &mut Vec<crate::FusedFragment>,
     watch: &mut Stopwatch,
+    now: i64,
 ) -> Option<BoostDiagnostics> {
     let g = &settings.graph;
     let access = match store.graph() {
@@ -187,6 +188,7 @@ fn graph_stages<R: Retriever>(
             g.communities,
             "graph.communities = false",
         ),
+        (Channel::Events, g.events, "graph.events = false"),
     ];
     let mut more = false;
     for (channel, on, off) in derived {
@@ -196,6 +198,7 @@ fn graph_stages<R: Retriever>(
         } else {
             let list = match channel {
                 Channel::Neighbours => crate::graph::neighbour_list(access, fused, g, depth),
+                Channel::Events => event_list(store, fused, g, depth, now),
                 _ => crate::graph::community_list(access, fused, g, depth),
             };
             let n = list.hits.len();
@@ -224,7 +227,7 @@ fn graph_stages<R: Retriever>(
         });
     }
     let named = if g.entities {
-        access.named(&request.text)
+        crate::graph::named_allowed(access, &request.text, g)
     } else {
         Vec::new()
     };
@@ -239,6 +242,52 @@ fn graph_stages<R: Retriever>(
         added: report.added,
         rounds: report.rounds,
     })
+}
+
+/// The events channel: the best fused candidates again, each weighted by
+/// `0.5^(age_days / half_life)` of its source's date; undated ones keep weight 1. A source
+/// the store cannot show counts as undated.
+fn event_list<R: Retriever>(
+    store: &R,
+    fused: &[crate::FusedFragment],
+    g: &crate::graph::GraphSettings,
+    depth: usize,
+    now: i64,
+) -> RankedList {
+    let head: Vec<&crate::FusedFragment> = fused.iter().take(depth).collect();
+    let keys: Vec<FragmentKey> = head.iter().map(|f| f.fragment).collect();
+    let metas = store.fragment_meta(&keys).unwrap_or_default();
+    let mut dates: HashMap<SourceKey, Option<i64>> = HashMap::new();
+    let mut hits: Vec<(FragmentKey, f64)> = Vec::with_capacity(head.len());
+    for (i, f) in head.iter().enumerate() {
+        let Some(source) = metas.get(i).copied().flatten().and_then(|m| m.source) else {
+            continue;
+        };
+        let date = *dates.entry(source).or_insert_with(|| {
+            store
+                .source(source)
+                .ok()
+                .flatten()
+                .and_then(|v| v.envelope.date)
+                .and_then(|d| crate::refine::parse_date(&d))
+        });
+        let weight = date.map_or(1.0, |at| {
+            let age_days = ((now - at).max(0) as f64) / 86_400.0;
+            0.5f64.powf(age_days / g.event_half_life_days)
+        });
+        hits.push((f.fragment, f.total() * weight));
+    }
+    hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    RankedList {
+        channel: Channel::Events,
+        hits: hits
+            .into_iter()
+            .map(|(fragment, s)| crate::ScoredFragment {
+                fragment,
+                score: s as f32,
+            })
+            .collect(),
+    }
 }
 
 /// Whether a store has a graph for this query.
@@ -347,6 +396,7 @@ pub fn search_with<R: Retriever>(
             &mut reports,
             &mut fused,
             &mut watch,
+            ext.now(),
         );
         if !like.is_empty() {
             fused.retain(|f| !like.contains(&f.fragment));

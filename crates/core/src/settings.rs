@@ -342,7 +342,8 @@ impl Settings {
             crate::Channel::Entities
             | crate::Channel::Neighbours
             | crate::Channel::Communities
-            | crate::Channel::Like => self.lexical.fts_list_size,
+            | crate::Channel::Like
+            | crate::Channel::Events => self.lexical.fts_list_size,
         }
     }
 

@@ -699,12 +699,12 @@ impl Retriever for QueryRun<'_> {
             Channel::Entities => Ok(match (&self.finder.graph, settings.graph.entities) {
                 (_, false) => ChannelOutcome::Skipped("graph.entities = false".into()),
                 (Ok(Some(g)), true) => {
-                    ChannelOutcome::Ran(finder_core::entity_list(g, query, depth))
+                    ChannelOutcome::Ran(finder_core::entity_list(g, query, &settings.graph, depth))
                 }
                 (Ok(None), true) => ChannelOutcome::Skipped("no graph built yet".into()),
                 (Err(e), true) => ChannelOutcome::Degraded(format!("graph unreadable: {e}")),
             }),
-            Channel::Neighbours | Channel::Communities | Channel::Like => Ok(
+            Channel::Neighbours | Channel::Communities | Channel::Events | Channel::Like => Ok(
                 ChannelOutcome::Skipped("derived from the fused seeds by the pipeline".into()),
             ),
         }

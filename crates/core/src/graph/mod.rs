@@ -20,5 +20,6 @@ pub use settings::{
     GraphSettings, LinkOrder, DEFAULT_BOOST_SEEDS, DEFAULT_FAN_OUT, DEFAULT_GRAPH_DAMPING,
 };
 pub use stage::{
-    apply_boost, community_list, entity_list, neighbour_list, BoostReport, GraphAccess,
+    apply_boost, community_list, entity_list, named_allowed, neighbour_list, BoostReport,
+    GraphAccess,
 };

@@ -13,6 +13,9 @@ pub const DEFAULT_BOOST_SEEDS: usize = 20;
 /// Neighbours taken per seed by the neighbours channel.
 pub const DEFAULT_FAN_OUT: usize = 5;
 
+/// Half-life of the events channel's decay, in days.
+pub const DEFAULT_EVENT_HALF_LIFE_DAYS: f64 = 365.0;
+
 /// Wiki-link label order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -50,11 +53,18 @@ pub struct GraphSettings {
     pub seeds: usize,
     /// Channel: sources whose title or alias the query names, and named entities.
     pub entities: bool,
+    /// Only entities with one of these labels (`label`/`type` in their extras) are named by
+    /// queries; empty for all. Case-insensitive.
+    pub node_labels: Vec<String>,
     /// Channel: one hop from the best seeds.
     pub neighbours: bool,
     pub fan_out: usize,
     /// Channel: members of the seeds' hubs (tags, labels), weighted `1/log2(2+degree)`.
     pub communities: bool,
+    /// Channel: the fused candidates again, weighted by `0.5^(age_days / half_life)` of their
+    /// source's date (undated keeps weight 1).
+    pub events: bool,
+    pub event_half_life_days: f64,
     /// Edge weights by relation kind (0 removes the kind from the boost).
     pub weight_mentions: f64,
     pub weight_links_to: f64,
@@ -80,9 +90,12 @@ impl Default for GraphSettings {
             epsilon: DEFAULT_EPSILON,
             seeds: DEFAULT_BOOST_SEEDS,
             entities: true,
+            node_labels: Vec::new(),
             neighbours: true,
             fan_out: DEFAULT_FAN_OUT,
             communities: false,
+            events: false,
+            event_half_life_days: DEFAULT_EVENT_HALF_LIFE_DAYS,
             weight_mentions: 1.0,
             weight_links_to: 1.0,
             weight_tagged: 0.5,
@@ -106,6 +119,12 @@ impl GraphSettings {
             .with(RelationKind::Is, self.weight_is)
             .with(RelationKind::MemberOf, self.weight_member_of)
             .with(RelationKind::Relates, self.weight_relates)
+    }
+
+    /// Whether a named node with this label may be named under `node_labels`.
+    pub fn label_allowed(&self, label: Option<&str>) -> bool {
+        self.node_labels.is_empty()
+            || label.is_some_and(|l| self.node_labels.iter().any(|n| n.eq_ignore_ascii_case(l)))
     }
 
     pub fn boost_params(&self) -> BoostParams {
@@ -132,6 +151,12 @@ impl GraphSettings {
             ("graph.epsilon", self.epsilon, 0.0, 0.1),
             ("graph.seeds", self.seeds as f64, 1.0, 500.0),
             ("graph.fan_out", self.fan_out as f64, 1.0, 100.0),
+            (
+                "graph.event_half_life_days",
+                self.event_half_life_days,
+                1.0,
+                36_500.0,
+            ),
             ("graph.weight_mentions", self.weight_mentions, 0.0, 10.0),
             ("graph.weight_links_to", self.weight_links_to, 0.0, 10.0),
             ("graph.weight_tagged", self.weight_tagged, 0.0, 10.0),

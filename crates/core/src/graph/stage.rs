@@ -22,6 +22,11 @@ pub trait GraphAccess {
     fn named(&self, text: &str) -> Vec<u32>;
     /// Whether a node is a hub (tag or typed group) for the communities channel.
     fn is_hub(&self, node: u32) -> bool;
+    /// The label (type) of a named node, for `graph.node_labels`.
+    fn label(&self, node: u32) -> Option<&str> {
+        let _ = node;
+        None
+    }
 }
 
 /// What the boost did for one query.
@@ -131,11 +136,16 @@ pub fn apply_boost(
 
 /// The entities channel: fragments that are what the query names (a source whose title the
 /// query names, the paragraph a named title entity `is`), longest names first.
-pub fn entity_list(access: &dyn GraphAccess, text: &str, depth: usize) -> RankedList {
+pub fn entity_list(
+    access: &dyn GraphAccess,
+    text: &str,
+    settings: &GraphSettings,
+    depth: usize,
+) -> RankedList {
     let graph = access.graph();
     let mut hits = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for node in access.named(text) {
+    for node in named_allowed(access, text, settings) {
         let targets: Vec<u32> = match access.fragment(node) {
             Some(_) => vec![node],
             None => graph
@@ -165,6 +175,13 @@ pub fn entity_list(access: &dyn GraphAccess, text: &str, depth: usize) -> Ranked
             })
             .collect(),
     }
+}
+
+/// The nodes the query names whose label `graph.node_labels` allows.
+pub fn named_allowed(access: &dyn GraphAccess, text: &str, settings: &GraphSettings) -> Vec<u32> {
+    let mut named = access.named(text);
+    named.retain(|&n| settings.label_allowed(access.label(n)));
+    named
 }
 
 /// The neighbours channel: fragments one hop from the best seeds, at most `fan_out` per seed,

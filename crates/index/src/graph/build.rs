@@ -70,6 +70,9 @@ pub(crate) struct GraphFile {
     /// First fragment nodes of entity records (`"kind": "entity"`).
     #[serde(default)]
     pub entity_sources: Vec<u32>,
+    /// Labels (`label` or `type` extras) of sources and entities, by first fragment node.
+    #[serde(default)]
+    pub labels: Vec<(u32, String)>,
     /// The settings the mention filters used, so queries name things the same way.
     pub min_alias_chars: usize,
     /// Links that resolved to another source: occurrences, and distinct source pairs.
@@ -103,6 +106,7 @@ struct Fragment {
 
 struct SourceInfo {
     id: String,
+    label: Option<String>,
     entity: bool,
     aliases: Vec<String>,
     relations: Vec<(String, String)>,
@@ -212,6 +216,7 @@ fn read_sources(dir: &Path, settings: &Settings) -> Result<Vec<SourceInfo>> {
             let record: Option<FragmentRecord> = serde_json::from_str(text(fields.meta)).ok();
             let entry = by_id.entry(id.clone()).or_insert_with(|| SourceInfo {
                 id,
+                label: None,
                 entity: false,
                 aliases: Vec::new(),
                 relations: Vec::new(),
@@ -222,6 +227,14 @@ fn read_sources(dir: &Path, settings: &Settings) -> Result<Vec<SourceInfo>> {
             });
             if let Some(source) = record.and_then(|r| r.source) {
                 entry.entity = source.entity;
+                entry.label = source
+                    .envelope
+                    .extras
+                    .iter()
+                    .find(|(k, _)| {
+                        k.eq_ignore_ascii_case("label") || k.eq_ignore_ascii_case("type")
+                    })
+                    .map(|(_, v)| v.clone());
                 entry.aliases = source.aliases.clone();
                 entry.relations = source.relations.clone();
                 entry.title = source.envelope.title.clone();
@@ -314,6 +327,7 @@ fn extract(sources: &[SourceInfo], g: &GraphSettings, built_from: u64) -> GraphF
         .map(|(i, s)| (s.id.as_str(), i))
         .collect();
     let mut entity_sources: Vec<u32> = Vec::new();
+    let mut labels: Vec<(u32, String)> = Vec::new();
     let mut link_occurrences = 0usize;
     let mut source_links: std::collections::HashSet<(usize, usize)> =
         std::collections::HashSet::new();
@@ -322,6 +336,9 @@ fn extract(sources: &[SourceInfo], g: &GraphSettings, built_from: u64) -> GraphF
     for (si, s) in sources.iter().enumerate() {
         let head = heads[si];
         titles.push((head, s.title.clone()));
+        if let Some(label) = &s.label {
+            labels.push((head, label.clone()));
+        }
         for tag in &s.tags {
             let t = entities.node(format!("tag:{}", tag.to_lowercase()), tag, EntityKind::Tag);
             add(&mut edges, head, t, RelationKind::Tagged);
@@ -456,6 +473,7 @@ fn extract(sources: &[SourceInfo], g: &GraphSettings, built_from: u64) -> GraphF
         dropped_aliases,
         titles,
         entity_sources,
+        labels,
         min_alias_chars: g.min_alias_chars,
         link_occurrences,
         source_links: source_links.len(),

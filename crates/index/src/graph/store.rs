@@ -18,6 +18,7 @@ pub(crate) struct GraphIndex {
     names: Vec<(u32, Vec<String>)>,
     titles: HashMap<u32, String>,
     entity_sources: std::collections::HashSet<u32>,
+    labels: HashMap<u32, String>,
     min_alias_chars: usize,
     matcher: OnceLock<Option<MentionMatcher>>,
 }
@@ -49,6 +50,7 @@ impl GraphIndex {
             names: file.names,
             titles: file.titles.into_iter().collect(),
             entity_sources: file.entity_sources.into_iter().collect(),
+            labels: file.labels.into_iter().collect(),
             min_alias_chars: file.min_alias_chars,
             matcher: OnceLock::new(),
         }))
@@ -125,6 +127,10 @@ impl GraphAccess for GraphIndex {
             }
         }
         out
+    }
+
+    fn label(&self, node: u32) -> Option<&str> {
+        self.labels.get(&node).map(String::as_str)
     }
 
     fn is_hub(&self, node: u32) -> bool {

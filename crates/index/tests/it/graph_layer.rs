@@ -276,3 +276,61 @@ fn a_bad_entity_or_relation_is_a_problem_with_its_line() {
     assert!(problems[1].contains("catalog.jsonl:2") && problems[1].contains("`relations`"));
     assert_eq!(report.sources, 1);
 }
+
+#[test]
+fn node_labels_restrict_what_a_query_can_name() {
+    let fx = Fixture::new();
+    let lines = [
+        serde_json::json!({"id": "p", "kind": "entity", "name": "Ada Lovelace", "label": "Person"}),
+        serde_json::json!({"id": "n", "title": "Notes", "text": "Analytical engine notes.",
+            "relations": [{"to": "p", "kind": "relates"}]}),
+    ];
+    let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    let input = fx.write("c.jsonl", &lines.join("\n"));
+    fx.index(&[&input], &Settings::default());
+    let finder = fx.open();
+    let entity_hits = |labels: &[&str]| {
+        let mut s = lexical_only();
+        s.graph.node_labels = labels.iter().map(|l| l.to_string()).collect();
+        let r = finder.search("who was ada lovelace", &s, 0, 10).unwrap();
+        let c = r
+            .diagnostics
+            .channels
+            .iter()
+            .find(|c| c.channel == finder_core::Channel::Entities)
+            .unwrap();
+        c.hits
+    };
+    assert_eq!(entity_hits(&[]), 1);
+    assert_eq!(entity_hits(&["person"]), 1);
+    assert_eq!(entity_hits(&["Film"]), 0);
+}
+
+#[test]
+fn the_events_channel_prefers_recent_sources() {
+    let fx = Fixture::new();
+    let lines = [
+        serde_json::json!({"id": "old", "title": "Outage report", "text": "Database outage report.", "date": "2001-01-01"}),
+        serde_json::json!({"id": "new", "title": "Outage review", "text": "Database outage review.", "date": "2026-11-01"}),
+        serde_json::json!({"id": "undated", "title": "Outage notes", "text": "Database outage notes."}),
+    ];
+    let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    let input = fx.write("c.jsonl", &lines.join("\n"));
+    fx.index(&[&input], &Settings::default());
+    let mut s = lexical_only();
+    s.graph.events = true;
+    s.graph.event_half_life_days = 30.0;
+    let r = fx.open().search("database outage", &s, 0, 10).unwrap();
+    let rank_in_events = |id: &str| {
+        let hit = r.hits.iter().find(|h| h.id == id).unwrap();
+        hit.explain.parts[0]
+            .lists
+            .iter()
+            .find(|l| l.channel == finder_core::Channel::Events)
+            .map(|l| l.rank)
+    };
+    // Undated keeps its weight, a month-old source halves, a 25-year-old one vanishes to last.
+    assert_eq!(rank_in_events("undated"), Some(1));
+    assert_eq!(rank_in_events("new"), Some(2));
+    assert_eq!(rank_in_events("old"), Some(3));
+}
