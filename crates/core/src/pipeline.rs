@@ -151,6 +151,8 @@ impl Stopwatch {
 /// The graph's part after the first fusion: channels derived from the fused seeds
 /// (neighbours, communities; fused again with the rest), then the boost. Reports the boost,
 /// or why it did not run; `None` when the store has no graph layer at all.
+// The stage reads and extends the loop's lists, reports, fusion and timer in place.
+#[allow(clippy::too_many_arguments)]
 fn graph_stages<R: Retriever>(
     store: &R,
     request: &Query,

@@ -2,6 +2,24 @@
 
 use std::path::PathBuf;
 
+/// `dir/name` when it is a file; otherwise the model is missing, and `what` says what the
+/// folder should have been.
+pub(crate) fn model_file(
+    dir: &std::path::Path,
+    name: &str,
+    what: &str,
+) -> Result<PathBuf, EmbedError> {
+    let p = dir.join(name);
+    if p.is_file() {
+        Ok(p)
+    } else {
+        Err(EmbedError::ModelMissing {
+            path: dir.to_path_buf(),
+            what: format!("no {name}{what}"),
+        })
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
     /// The model folder or one of its files is missing.

@@ -5,7 +5,7 @@
 //! would pollute every vector, so padding is switched to longest-in-batch and the attention
 //! mask weights the mean.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
@@ -25,17 +25,7 @@ impl MiniLm {
     /// Loads `model.safetensors`, `config.json` and `tokenizer.json` from `dir`; texts are
     /// truncated to `max_tokens` word pieces (the model was trained with 256).
     pub fn load(dir: &Path, max_tokens: usize) -> Result<MiniLm, EmbedError> {
-        let file = |name: &str| -> Result<PathBuf, EmbedError> {
-            let p = dir.join(name);
-            if p.is_file() {
-                Ok(p)
-            } else {
-                Err(EmbedError::ModelMissing {
-                    path: dir.to_path_buf(),
-                    what: format!("no {name}"),
-                })
-            }
-        };
+        let file = |name: &str| crate::error::model_file(dir, name, "");
         let load_err = |message: String| EmbedError::Load {
             path: dir.to_path_buf(),
             message,

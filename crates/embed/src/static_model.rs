@@ -7,7 +7,7 @@
 //! (`[vocab or rows, dim]`, f32/f16/bf16) and, in vocabulary-quantised models, `mappings`
 //! (token id → row) and `weights` (a per-token scale), and an optional `config.json`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
 use sha2::{Digest, Sha256};
@@ -34,18 +34,12 @@ pub struct StaticModel {
 
 impl StaticModel {
     pub fn load(dir: &Path) -> Result<StaticModel, EmbedError> {
-        let file = |name: &str| -> Result<PathBuf, EmbedError> {
-            let p = dir.join(name);
-            if p.is_file() {
-                Ok(p)
-            } else {
-                Err(EmbedError::ModelMissing {
-                    path: dir.to_path_buf(),
-                    what: format!(
-                        "no {name} (a Model2Vec folder; `finder model distill` makes one)"
-                    ),
-                })
-            }
+        let file = |name: &str| {
+            crate::error::model_file(
+                dir,
+                name,
+                " (a Model2Vec folder; `finder model distill` makes one)",
+            )
         };
         let load_err = |message: String| EmbedError::Load {
             path: dir.to_path_buf(),

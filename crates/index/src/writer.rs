@@ -391,6 +391,27 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
     Ok((index, fields))
 }
 
+/// Calls `f` with every live stored document of the last commit (the derived layers —
+/// vectors, graph — are built from this walk).
+pub(crate) fn for_each_stored(
+    dir: &Path,
+    index: &Index,
+    f: &mut dyn FnMut(&TantivyDocument) -> Result<()>,
+) -> Result<()> {
+    let reader = index.reader().map_err(|e| store_error(dir, e))?;
+    let searcher = reader.searcher();
+    for segment in searcher.segment_readers() {
+        let store = segment
+            .get_store_reader(64)
+            .map_err(|e| store_error(dir, e.into()))?;
+        for doc_id in segment.doc_ids_alive() {
+            let doc: TantivyDocument = store.get(doc_id).map_err(|e| store_error(dir, e))?;
+            f(&doc)?;
+        }
+    }
+    Ok(())
+}
+
 /// The payload of the last commit, `None` for a fresh index.
 pub(crate) fn commit_info(index: &Index, dir: &Path) -> Result<Option<CommitInfo>> {
     let metas = index.load_metas().map_err(|e| store_error(dir, e))?;

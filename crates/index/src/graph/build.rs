@@ -14,13 +14,11 @@ use std::time::Instant;
 use finder_core::{GraphSettings, LinkOrder, RelationKind, Settings};
 use serde::{Deserialize, Serialize};
 use tantivy::schema::Value;
-use tantivy::TantivyDocument;
 
 use super::{links, tags, LinkResolver, LinkStyle, MentionConfig, MentionMatcher};
 use crate::error::{IndexError, Result};
 use crate::record::FragmentRecord;
-use crate::store_error;
-use crate::writer::{commit_info, open_or_create};
+use crate::writer::{commit_info, for_each_stored, open_or_create};
 
 /// Sub-folder of the index folder holding the graph.
 pub(crate) const GRAPH_DIR: &str = "graph";
@@ -194,70 +192,61 @@ pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
 /// Every live source with its fragments (in ordinal order), sorted by id.
 fn read_sources(dir: &Path, settings: &Settings) -> Result<Vec<SourceInfo>> {
     let (index, fields) = open_or_create(dir, settings)?;
-    let reader = index.reader().map_err(|e| store_error(dir, e))?;
-    let searcher = reader.searcher();
     let mut by_id: HashMap<String, SourceInfo> = HashMap::new();
-    for segment in searcher.segment_readers() {
-        let store = segment
-            .get_store_reader(64)
-            .map_err(|e| store_error(dir, e.into()))?;
-        for doc_id in segment.doc_ids_alive() {
-            let doc: TantivyDocument = store.get(doc_id).map_err(|e| store_error(dir, e))?;
-            let text = |f| doc.get_first(f).and_then(|v| v.as_str()).unwrap_or("");
-            let id = text(fields.source_id).to_string();
-            let key = doc
-                .get_first(fields.fragment_key)
-                .and_then(|v| v.as_u64())
-                .unwrap_or(0);
-            let ordinal = doc
-                .get_first(fields.ordinal)
-                .and_then(|v| v.as_u64())
-                .unwrap_or(0) as u32;
-            let record: Option<FragmentRecord> = serde_json::from_str(text(fields.meta)).ok();
-            let entry = by_id.entry(id.clone()).or_insert_with(|| SourceInfo {
-                id,
-                label: None,
-                entity: false,
-                aliases: Vec::new(),
-                relations: Vec::new(),
-                title: String::new(),
-                tags: Vec::new(),
-                hubs: Vec::new(),
-                fragments: Vec::new(),
-            });
-            if let Some(source) = record.and_then(|r| r.source) {
-                entry.entity = source.entity;
-                entry.label = source
-                    .envelope
-                    .extras
-                    .iter()
-                    .find(|(k, _)| {
-                        k.eq_ignore_ascii_case("label") || k.eq_ignore_ascii_case("type")
-                    })
-                    .map(|(_, v)| v.clone());
-                entry.aliases = source.aliases.clone();
-                entry.relations = source.relations.clone();
-                entry.title = source.envelope.title.clone();
-                entry.tags = source.envelope.tags.clone();
-                entry.hubs = source
-                    .envelope
-                    .extras
-                    .iter()
-                    .filter(|(k, v)| {
-                        HUB_KEYS.contains(&k.to_lowercase().as_str()) && !v.trim().is_empty()
-                    })
-                    .map(|(k, v)| format!("{}:{}", k.to_lowercase(), v.trim().to_lowercase()))
-                    .collect();
-            }
-            // A source without text still gets a node: links can point at it.
-            let body = text(fields.body);
-            entry.fragments.push(Fragment {
-                key,
-                ordinal,
-                body: body.to_string(),
-            });
+    for_each_stored(dir, &index, &mut |doc| {
+        let text = |f| doc.get_first(f).and_then(|v| v.as_str()).unwrap_or("");
+        let id = text(fields.source_id).to_string();
+        let key = doc
+            .get_first(fields.fragment_key)
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        let ordinal = doc
+            .get_first(fields.ordinal)
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0) as u32;
+        let record: Option<FragmentRecord> = serde_json::from_str(text(fields.meta)).ok();
+        let entry = by_id.entry(id.clone()).or_insert_with(|| SourceInfo {
+            id,
+            label: None,
+            entity: false,
+            aliases: Vec::new(),
+            relations: Vec::new(),
+            title: String::new(),
+            tags: Vec::new(),
+            hubs: Vec::new(),
+            fragments: Vec::new(),
+        });
+        if let Some(source) = record.and_then(|r| r.source) {
+            entry.entity = source.entity;
+            entry.label = source
+                .envelope
+                .extras
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("label") || k.eq_ignore_ascii_case("type"))
+                .map(|(_, v)| v.clone());
+            entry.aliases = source.aliases.clone();
+            entry.relations = source.relations.clone();
+            entry.title = source.envelope.title.clone();
+            entry.tags = source.envelope.tags.clone();
+            entry.hubs = source
+                .envelope
+                .extras
+                .iter()
+                .filter(|(k, v)| {
+                    HUB_KEYS.contains(&k.to_lowercase().as_str()) && !v.trim().is_empty()
+                })
+                .map(|(k, v)| format!("{}:{}", k.to_lowercase(), v.trim().to_lowercase()))
+                .collect();
         }
-    }
+        // A source without text still gets a node: links can point at it.
+        let body = text(fields.body);
+        entry.fragments.push(Fragment {
+            key,
+            ordinal,
+            body: body.to_string(),
+        });
+        Ok(())
+    })?;
     let mut sources: Vec<SourceInfo> = by_id.into_values().collect();
     sources.sort_by(|a, b| a.id.cmp(&b.id));
     for s in &mut sources {

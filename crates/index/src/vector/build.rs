@@ -14,15 +14,13 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use finder_core::{Embed, Settings};
 use serde::Serialize;
 use tantivy::schema::Value;
-use tantivy::TantivyDocument;
 
 use super::ann::{Hnsw, HnswParams};
 use super::search::{read_state, VectorState, ANN_FILE, LOG_FILE};
 use super::{log, VECTOR_DIR};
 use crate::error::{IndexError, Result};
 use crate::keys::text_hash;
-use crate::store_error;
-use crate::writer::{load_catalog, open_or_create};
+use crate::writer::{for_each_stored, load_catalog, open_or_create};
 
 /// What a vector build did.
 #[derive(Debug, Clone, Serialize)]
@@ -233,47 +231,40 @@ fn embed_texts(
         .into_iter()
         .map(|(id, r)| (id, r.envelope.title))
         .collect();
-    let reader = index.reader().map_err(|e| store_error(dir, e))?;
-    let searcher = reader.searcher();
     let mut out = Vec::new();
-    for segment in searcher.segment_readers() {
-        let store = segment
-            .get_store_reader(64)
-            .map_err(|e| store_error(dir, e.into()))?;
-        for doc_id in segment.doc_ids_alive() {
-            let doc: TantivyDocument = store.get(doc_id).map_err(|e| store_error(dir, e))?;
-            let text = |f| {
-                doc.get_first(f)
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("")
-                    .to_string()
-            };
-            let body = text(fields.body);
-            if body.trim().is_empty() {
-                continue;
-            }
-            let key = doc
-                .get_first(fields.fragment_key)
-                .and_then(|v| v.as_u64())
-                .unwrap_or(0);
-            let title = titles
-                .get(&text(fields.source_id))
-                .map_or("", String::as_str);
-            let embed = if title.is_empty() {
-                body
-            } else {
-                format!("{title}\n{body}")
-            };
-            let hash = match (precomputed, fields.vector) {
-                (true, Some(field)) => match doc.get_first(field).and_then(|v| v.as_bytes()) {
-                    Some(bytes) => blake3_u64(bytes),
-                    None => continue,
-                },
-                _ => text_hash(&embed),
-            };
-            out.push((key, hash, embed));
+    for_each_stored(dir, &index, &mut |doc| {
+        let text = |f| {
+            doc.get_first(f)
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_string()
+        };
+        let body = text(fields.body);
+        if body.trim().is_empty() {
+            return Ok(());
         }
-    }
+        let key = doc
+            .get_first(fields.fragment_key)
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        let title = titles
+            .get(&text(fields.source_id))
+            .map_or("", String::as_str);
+        let embed = if title.is_empty() {
+            body
+        } else {
+            format!("{title}\n{body}")
+        };
+        let hash = match (precomputed, fields.vector) {
+            (true, Some(field)) => match doc.get_first(field).and_then(|v| v.as_bytes()) {
+                Some(bytes) => blake3_u64(bytes),
+                None => return Ok(()),
+            },
+            _ => text_hash(&embed),
+        };
+        out.push((key, hash, embed));
+        Ok(())
+    })?;
     out.sort_by_key(|(k, _, _)| *k);
     Ok(out)
 }
@@ -291,29 +282,22 @@ fn stored_vectors(dir: &Path, settings: &Settings) -> Result<HashMap<u64, Vec<f3
     let Some(field) = fields.vector else {
         return Ok(HashMap::new());
     };
-    let reader = index.reader().map_err(|e| store_error(dir, e))?;
-    let searcher = reader.searcher();
     let mut out = HashMap::new();
-    for segment in searcher.segment_readers() {
-        let store = segment
-            .get_store_reader(64)
-            .map_err(|e| store_error(dir, e.into()))?;
-        for doc_id in segment.doc_ids_alive() {
-            let doc: TantivyDocument = store.get(doc_id).map_err(|e| store_error(dir, e))?;
-            let Some(bytes) = doc.get_first(field).and_then(|v| v.as_bytes()) else {
-                continue;
-            };
-            let key = doc
-                .get_first(fields.fragment_key)
-                .and_then(|v| v.as_u64())
-                .unwrap_or(0);
-            let vector = bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            out.insert(key, vector);
-        }
-    }
+    for_each_stored(dir, &index, &mut |doc| {
+        let Some(bytes) = doc.get_first(field).and_then(|v| v.as_bytes()) else {
+            return Ok(());
+        };
+        let key = doc
+            .get_first(fields.fragment_key)
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        let vector = bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        out.insert(key, vector);
+        Ok(())
+    })?;
     Ok(out)
 }
 
