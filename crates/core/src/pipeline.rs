@@ -676,7 +676,6 @@ mod tests {
                 "fusion",
                 "rollup",
                 "refine_data",
-                "dedup",
                 "materialize"
             ]
         );

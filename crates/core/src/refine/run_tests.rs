@@ -361,7 +361,7 @@ fn near_duplicates_collapse_into_the_better_hit() {
     let r = search_with(
         &store,
         &Query::text("q", 0, 4),
-        &Settings::default(),
+        &settings(&["refine.dedup=true"]),
         &ext(),
     )
     .unwrap();

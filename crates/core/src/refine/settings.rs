@@ -96,7 +96,9 @@ impl Default for RefineSettings {
             recency_blend: DEFAULT_RECENCY_BLEND,
             recency_half_life_days: DEFAULT_RECENCY_HALF_LIFE_DAYS,
             sort: SortOrder::Score,
-            dedup: true,
+            // Off by default: on SciFact and HotpotQA it folded nothing and cost ~11 ms p50
+            // (docs/BENCHMARKS.md); corpora with copies turn it on.
+            dedup: false,
             simhash_shingle: DEFAULT_SIMHASH_SHINGLE,
             simhash_max_distance: DEFAULT_SIMHASH_MAX_DISTANCE,
             rerank: RerankBackend::None,
