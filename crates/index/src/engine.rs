@@ -741,6 +741,13 @@ impl Retriever for QueryRun<'_> {
         Ok(None)
     }
 
+    fn fragment_vector(&self, fragment: FragmentKey) -> Option<Vec<f32>> {
+        match &self.finder.vectors {
+            Ok(Some(index)) => index.vector(fragment.0).map(<[f32]>::to_vec),
+            _ => None,
+        }
+    }
+
     fn fragment_text(&self, fragment: FragmentKey) -> Result<Option<String>> {
         match self.lookup(fragment)? {
             Some(seen) => Ok(Some(self.stored(seen.address)?.0)),

@@ -147,6 +147,19 @@ fn vectors_join_the_fusion_and_explain_shows_them() {
         .iter()
         .all(|l| l.channel == Channel::Vector)));
     assert!(!r.hits.is_empty());
+    // MMR diversifies by the fragments' vectors when the index has them.
+    let mmr = finder.settings_with(&["refine.mmr=true".into()]).unwrap();
+    let r = finder.search("database backup", &mmr, 0, 5).unwrap();
+    let similarity = r.hits[1].explain.refinements.iter().find_map(|x| match x {
+        finder_core::Refinement::Mmr(m) => Some(m.similarity),
+        _ => None,
+    });
+    assert_eq!(
+        similarity,
+        Some(finder_core::Similarity::Cosine),
+        "{:?}",
+        r.hits[1]
+    );
 }
 
 #[test]
