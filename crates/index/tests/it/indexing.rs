@@ -110,7 +110,8 @@ fn hits_carry_envelope_summary_and_extents_on_the_right_lines() {
             "vector",
             "entities",
             "neighbours",
-            "communities"
+            "communities",
+            "events"
         ]
     );
     assert!(response
