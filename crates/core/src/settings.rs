@@ -10,7 +10,7 @@ use crate::error::{SettingsError, SettingsErrorKind};
 
 pub const DEFAULT_K1: f32 = 1.2;
 pub const DEFAULT_B: f32 = 0.75;
-pub const DEFAULT_FTS_LIST_SIZE: usize = 60;
+pub const DEFAULT_FTS_LIST_SIZE: usize = 100;
 pub const DEFAULT_RRF_K: u32 = 60;
 pub const DEFAULT_VEC_LIST_SIZE: usize = 200;
 pub const DEFAULT_MAX_HINTS: usize = 3;
