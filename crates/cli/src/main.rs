@@ -273,15 +273,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let settings = load_settings(&index, config.as_deref())?;
             let finder = semantic::open(&index, settings)?;
             let settings = finder.settings_with(&set)?;
-            let Some(view) = finder.source(&id)? else {
-                anyhow::bail!("no source `{id}` in {}", index.display());
-            };
-            let mut request = finder_core::Query::text(
-                format!("{} {}", view.envelope.title, view.summary),
-                0,
-                limit,
-            );
-            request.like = Some(id);
+            let request = finder.like_query(&id, limit)?;
             let response = finder.query(&request, &settings)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&response)?);

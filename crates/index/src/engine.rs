@@ -258,6 +258,23 @@ impl Finder {
         Retriever::source(&run, crate::keys::source_key(id))
     }
 
+    /// The request behind "sources related to `id`": the source's fragments seed the graph
+    /// boost and its vectors the vector list (`Query::like`), its title and summary (at most
+    /// 600 characters) the lexical lists; the source itself never comes back.
+    pub fn like_query(&self, id: &str, limit: usize) -> Result<Query> {
+        const LIKE_TEXT_CHARS: usize = 600;
+        let view = self
+            .source(id)?
+            .ok_or_else(|| IndexError::UnknownSource(id.to_string()))?;
+        let text: String = format!("{} {}", view.envelope.title, view.summary)
+            .chars()
+            .take(LIKE_TEXT_CHARS)
+            .collect();
+        let mut request = Query::text(text.trim(), 0, limit);
+        request.like = Some(id.to_string());
+        Ok(request)
+    }
+
     pub fn status(&self) -> Result<Status> {
         let searcher = self.reader.searcher();
         let size_bytes = dir_size(&self.dir.join(LEXICAL_DIR));

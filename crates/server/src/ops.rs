@@ -20,8 +20,6 @@ use crate::wire::{
 pub const MAX_QUERY_CHARS: usize = 2_000;
 /// Longest query vector accepted.
 const MAX_VECTOR_DIMS: usize = 4_096;
-/// Longest text a recommend target turns into, in characters.
-const RECOMMEND_QUERY_CHARS: usize = 600;
 
 /// The most source ids a search may be scoped to.
 const MAX_SCOPE_IDS: usize = 10_000;
@@ -120,22 +118,12 @@ pub fn recommend(space: &Space, request: &RecommendRequest) -> Result<RecommendR
         ));
     }
     let finder = space.finder()?;
-    let Some(view) = finder.source(&request.target).map_err(index_err(space))? else {
-        return Err(ServerError::UnknownTarget {
-            space: space.name().to_string(),
-            id: request.target.clone(),
-        });
-    };
-    // The target's title and summary feed the lexical lists; its fragments seed the graph
-    // boost and its vectors the vector list; the target itself never comes back.
-    let query: String = format!("{} {}", view.envelope.title, view.summary)
-        .chars()
-        .take(RECOMMEND_QUERY_CHARS)
-        .collect();
-    let query = query.trim().to_string();
+    // An unknown target maps to 404 `unknown_target` through `from_index`.
+    let request_query = finder
+        .like_query(&request.target, request.limit)
+        .map_err(index_err(space))?;
+    let query = request_query.text.clone();
     let settings = settings(space, &finder, &request.settings, &[])?;
-    let mut request_query = finder_core::Query::text(query.clone(), 0, request.limit);
-    request_query.like = Some(request.target.clone());
     let response = finder
         .query(&request_query, &settings)
         .map_err(index_err(space))?;

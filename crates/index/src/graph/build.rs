@@ -18,6 +18,7 @@ use tantivy::schema::Value;
 use super::{links, tags, LinkResolver, LinkStyle, MentionConfig, MentionMatcher};
 use crate::error::{IndexError, Result};
 use crate::record::FragmentRecord;
+use crate::schema::Fields;
 use crate::writer::{commit_info, for_each_stored, open_or_create};
 
 /// Sub-folder of the index folder holding the graph.
@@ -146,9 +147,9 @@ pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
         }
         return Ok(GraphReport::default());
     }
-    let (index, _) = open_or_create(dir, settings)?;
+    let (index, fields) = open_or_create(dir, settings)?;
     let built_from = commit_info(&index, dir)?.map_or(0, |i| i.committed_at);
-    let sources = read_sources(dir, settings)?;
+    let sources = read_sources(dir, &index, fields)?;
     let file = extract(&sources, g, built_from);
 
     let mut report = GraphReport {
@@ -190,10 +191,9 @@ pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
 }
 
 /// Every live source with its fragments (in ordinal order), sorted by id.
-fn read_sources(dir: &Path, settings: &Settings) -> Result<Vec<SourceInfo>> {
-    let (index, fields) = open_or_create(dir, settings)?;
+fn read_sources(dir: &Path, index: &tantivy::Index, fields: Fields) -> Result<Vec<SourceInfo>> {
     let mut by_id: HashMap<String, SourceInfo> = HashMap::new();
-    for_each_stored(dir, &index, &mut |doc| {
+    for_each_stored(dir, index, &mut |doc| {
         let text = |f| doc.get_first(f).and_then(|v| v.as_str()).unwrap_or("");
         let id = text(fields.source_id).to_string();
         let key = doc

@@ -59,7 +59,8 @@ pub fn build_vectors(
     let dim = embedder.dim();
 
     let precomputed = settings.embed.backend == finder_core::EmbedBackend::Precomputed;
-    let fragments = embed_texts(dir, settings, precomputed)?;
+    // Precomputed vectors were stored with the fragments: nothing to embed, only to check.
+    let (fragments, mut given) = embed_texts(dir, settings, precomputed)?;
     let log_path = vdir.join(LOG_FILE);
     let existing = log::read(&log_path, &model_id, dim).map_err(io_err(&log_path))?;
     let (mut have, valid_len) = match existing {
@@ -70,12 +71,6 @@ pub fn build_vectors(
         .iter()
         .filter(|(key, hash, _)| have.get(key).is_none_or(|(h, _)| h != hash))
         .collect();
-    // Precomputed vectors were stored with the fragments: nothing to embed, only to check.
-    let mut given = if precomputed {
-        stored_vectors(dir, settings)?
-    } else {
-        HashMap::new()
-    };
     if precomputed {
         todo.retain(|(key, _, _)| given.contains_key(key));
     }
@@ -220,18 +215,18 @@ pub fn build_vectors(
 
 /// Every live fragment of the lexical index: `(fragment key, text hash, text to embed)`.
 /// The text is the source title, the heading and the fragment, as the lexical field has it.
-/// With precomputed vectors the hash is the vector's, so a changed vector is rebuilt.
-fn embed_texts(
-    dir: &Path,
-    settings: &Settings,
-    precomputed: bool,
-) -> Result<Vec<(u64, u64, String)>> {
+/// With precomputed vectors the hash is the vector's, so a changed vector is rebuilt, and the
+/// stored vectors come back by fragment key from the same walk.
+type Texts = (Vec<(u64, u64, String)>, HashMap<u64, Vec<f32>>);
+
+fn embed_texts(dir: &Path, settings: &Settings, precomputed: bool) -> Result<Texts> {
     let (index, fields) = open_or_create(dir, settings)?;
     let titles: HashMap<String, String> = load_catalog(&index, fields, dir)?
         .into_iter()
         .map(|(id, r)| (id, r.envelope.title))
         .collect();
     let mut out = Vec::new();
+    let mut vectors = HashMap::new();
     for_each_stored(dir, &index, &mut |doc| {
         let text = |f| {
             doc.get_first(f)
@@ -257,7 +252,14 @@ fn embed_texts(
         };
         let hash = match (precomputed, fields.vector) {
             (true, Some(field)) => match doc.get_first(field).and_then(|v| v.as_bytes()) {
-                Some(bytes) => blake3_u64(bytes),
+                Some(bytes) => {
+                    let vector = bytes
+                        .chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect();
+                    vectors.insert(key, vector);
+                    blake3_u64(bytes)
+                }
                 None => return Ok(()),
             },
             _ => text_hash(&embed),
@@ -266,7 +268,7 @@ fn embed_texts(
         Ok(())
     })?;
     out.sort_by_key(|(k, _, _)| *k);
-    Ok(out)
+    Ok((out, vectors))
 }
 
 fn blake3_u64(bytes: &[u8]) -> u64 {
@@ -274,31 +276,6 @@ fn blake3_u64(bytes: &[u8]) -> u64 {
     let mut head = [0u8; 8];
     head.copy_from_slice(&hash.as_bytes()[..8]);
     u64::from_le_bytes(head)
-}
-
-/// The vectors stored with fragments (`vector` of JSONL records), by fragment key.
-fn stored_vectors(dir: &Path, settings: &Settings) -> Result<HashMap<u64, Vec<f32>>> {
-    let (index, fields) = open_or_create(dir, settings)?;
-    let Some(field) = fields.vector else {
-        return Ok(HashMap::new());
-    };
-    let mut out = HashMap::new();
-    for_each_stored(dir, &index, &mut |doc| {
-        let Some(bytes) = doc.get_first(field).and_then(|v| v.as_bytes()) else {
-            return Ok(());
-        };
-        let key = doc
-            .get_first(fields.fragment_key)
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0);
-        let vector = bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        out.insert(key, vector);
-        Ok(())
-    })?;
-    Ok(out)
 }
 
 /// Scales a vector to unit length (cosine is a dot product downstream); zero stays zero.
