@@ -129,6 +129,17 @@ pub fn status(s: &Status) -> String {
             let _ = writeln!(out, "vectors:   none (lexical only)");
         }
     }
+    if let Some(g) = &s.graph {
+        let _ = writeln!(
+            out,
+            "graph:     {}",
+            if g.current {
+                "current"
+            } else {
+                "behind the last commit (the next `finder index` rebuilds it)"
+            }
+        );
+    }
     let r = s.last_run;
     let _ = writeln!(
         out,

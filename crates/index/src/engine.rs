@@ -60,9 +60,22 @@ pub struct Status {
     pub settings: finder_core::IndexSettings,
     pub last_run: RunCounts,
     pub committed_at: u64,
+    /// Commits so far that changed what the index holds.
+    pub generation: u64,
     /// The vector layer, when one has been built.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vectors: Option<VectorStatus>,
+    /// The relation graph, when one has been built.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphStatus>,
+}
+
+/// Whether the relation graph matches the last commit.
+#[derive(Debug, Clone, Serialize)]
+pub struct GraphStatus {
+    /// Built from the last commit with the current build settings; `false` after a run was
+    /// stopped between its commit and the graph build (the next `finder index` rebuilds it).
+    pub current: bool,
 }
 
 /// How far the vector layer is.
@@ -288,7 +301,19 @@ impl Finder {
             settings: self.info.settings.clone(),
             last_run: self.info.last_run,
             committed_at: self.info.committed_at,
+            generation: self.info.generation,
             vectors: self.vector_status(),
+            graph: self
+                .dir
+                .join(crate::graph::GRAPH_DIR)
+                .exists()
+                .then(|| GraphStatus {
+                    current: crate::graph::graph_is_current(
+                        &self.dir,
+                        &self.settings.graph,
+                        self.info.generation,
+                    ),
+                }),
         })
     }
 

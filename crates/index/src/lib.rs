@@ -22,7 +22,7 @@ mod writer;
 
 pub use analyzer::looks_like_identifier;
 pub use document::{FragmentDoc, Problem, SourceDoc};
-pub use engine::{load_settings, Finder, Status, CONFIG_FILE};
+pub use engine::{load_settings, Finder, GraphStatus, Status, CONFIG_FILE};
 pub use error::{IndexError, Result};
 pub use ingest::{derive_summary, detect, fragment, read_input, InputKind};
 pub use record::{CommitInfo, RunCounts};

@@ -55,6 +55,11 @@ pub struct CommitInfo {
     pub last_run: RunCounts,
     /// Seconds since the Unix epoch.
     pub committed_at: u64,
+    /// Counts the commits that changed what the index holds (a run that changed nothing
+    /// keeps it): derived layers (the graph) record the generation they were built from, so
+    /// a run killed between the commit and their rebuild is caught by the next run.
+    #[serde(default)]
+    pub generation: u64,
 }
 
 pub(crate) const FORMAT: u32 = 1;

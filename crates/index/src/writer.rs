@@ -226,6 +226,9 @@ pub fn index_inputs(
     report.sources = totals.len() as u64;
     report.fragments = totals.values().map(|&n| n as u64).sum();
 
+    let changed = report.counts.added + report.counts.updated + report.counts.removed > 0;
+    let previous_generation = info.as_ref().map_or(0, |i| i.generation);
+    let generation = previous_generation + u64::from(changed || rebuild || info.is_none());
     let mut all_origins: BTreeSet<String> = info
         .map(|i| i.origins.into_iter().collect())
         .unwrap_or_default();
@@ -240,6 +243,7 @@ pub fn index_inputs(
         committed_at: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
+        generation,
     };
     progress(Progress::Committing);
     let mut prepared = writer.prepare_commit().map_err(err)?;
@@ -249,8 +253,7 @@ pub fn index_inputs(
 
     // The graph is derived from the committed snapshot; it is redone when anything changed or
     // when it is missing. A failure here leaves the commit standing and is reported.
-    let changed = report.counts.added + report.counts.updated + report.counts.removed > 0;
-    let current = crate::graph::graph_is_current(dir, &settings.graph);
+    let current = crate::graph::graph_is_current(dir, &settings.graph, generation);
     let stale = changed || !current || report.rebuilt;
     let leftover = !settings.graph.build && dir.join(crate::graph::GRAPH_DIR).exists();
     if leftover || (settings.graph.build && stale) {

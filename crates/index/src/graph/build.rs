@@ -117,19 +117,22 @@ struct SourceInfo {
 
 const STATE_FILE: &str = "state.json";
 
-/// What shapes the built graph: a change rebuilds it even when no source changed.
-fn build_key(g: &GraphSettings) -> String {
+/// What shapes the built graph: a change rebuilds it even when no source changed. The
+/// commit generation it was built from is part of it, so a graph left behind by a run killed
+/// after its commit is rebuilt by the next run.
+fn build_key(g: &GraphSettings, generation: u64) -> String {
     format!(
-        "{FORMAT}:{:?}:{}:{}:{}:{}",
+        "{FORMAT}:{:?}:{}:{}:{}:{}:g{generation}",
         g.link_order, g.mentions, g.link_titles, g.min_alias_chars, g.max_alias_df
     )
 }
 
-/// Whether the published graph was built with these settings.
-pub(crate) fn graph_is_current(dir: &Path, g: &GraphSettings) -> bool {
+/// Whether the published graph was built with these settings from commit `generation`.
+pub(crate) fn graph_is_current(dir: &Path, g: &GraphSettings, generation: u64) -> bool {
     let gdir = dir.join(GRAPH_DIR);
     gdir.join(GRAPH_FILE).exists()
-        && std::fs::read_to_string(gdir.join(STATE_FILE)).is_ok_and(|k| k == build_key(g))
+        && std::fs::read_to_string(gdir.join(STATE_FILE))
+            .is_ok_and(|k| k == build_key(g, generation))
 }
 
 /// Builds the graph of the index in `dir` from its last commit and publishes it.
@@ -148,7 +151,9 @@ pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
         return Ok(GraphReport::default());
     }
     let (index, fields) = open_or_create(dir, settings)?;
-    let built_from = commit_info(&index, dir)?.map_or(0, |i| i.committed_at);
+    let info = commit_info(&index, dir)?;
+    let built_from = info.as_ref().map_or(0, |i| i.committed_at);
+    let generation = info.as_ref().map_or(0, |i| i.generation);
     let sources = read_sources(dir, &index, fields)?;
     let file = extract(&sources, g, built_from);
 
@@ -184,10 +189,23 @@ pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
         f.sync_all().map_err(io(&tmp))?;
     }
     std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    sync_dir(&gdir).map_err(io(&gdir))?;
     let state = gdir.join(STATE_FILE);
-    std::fs::write(&state, build_key(g)).map_err(io(&state))?;
+    write_synced(&state, build_key(g, generation).as_bytes()).map_err(io(&state))?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Writes `bytes` to `path` and flushes them to disk.
+fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut f = std::fs::File::create(path)?;
+    std::io::Write::write_all(&mut f, bytes)?;
+    f.sync_all()
+}
+
+/// Makes a rename inside `dir` durable.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Every live source with its fragments (in ordinal order), sorted by id.
