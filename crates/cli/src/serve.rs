@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use finder_index::IndexError;
 use finder_server::{
-    check_bind, parse_space_arg, AfterWrite, App, Limits, McpServer, Opener, Space, Spaces,
+    check_bind, parse_space_arg, Access, AfterWrite, App, Limits, McpServer, Opener, Space, Spaces,
 };
 
 use crate::semantic;
@@ -56,21 +56,14 @@ pub fn serve(
     token_file: Option<&Path>,
     config: Option<&Path>,
 ) -> Result<()> {
-    let token = match token_file {
-        Some(path) => {
-            let token = std::fs::read_to_string(path)
-                .with_context(|| format!("reading the token file {}", path.display()))?
-                .trim()
-                .to_string();
-            if token.is_empty() {
-                bail!("the token file {} is empty", path.display());
-            }
-            Some(token)
-        }
-        None => None,
-    };
-    let addrs = check_bind(addr, token.is_some())?;
     let spaces = spaces(index, config, Some(build_vectors_after_writes()))?;
+    // The token file is read after the spaces are known: a grant of a space that is not
+    // served is a mistake worth stopping for.
+    let access = match token_file {
+        Some(path) => Access::from_file(path, &spaces.names())?,
+        None => Access::open(),
+    };
+    let addrs = check_bind(addr, access.is_guarded())?;
     let mut lines = Vec::new();
     for space in spaces.iter() {
         let state = match space.finder() {
@@ -86,15 +79,15 @@ pub fn serve(
             space.dir().display()
         ));
     }
-    let guarded = token.is_some();
-    let app = App::new(spaces, token, Limits::default());
+    let guarded = access.is_guarded();
+    let app = App::new(spaces, access, Limits::default());
     finder_server::serve_blocking(&addrs, app, |bound| {
         println!("Finder is serving at http://{bound}/  (Ctrl-C stops)");
         for line in &lines {
             println!("{line}");
         }
         if guarded {
-            println!("  API and metrics need `Authorization: Bearer <token>`");
+            println!("  API and metrics need `Authorization: Bearer <token>`; each token sees only the spaces it is granted");
         }
         println!("  API: http://{bound}/openapi.json");
     })

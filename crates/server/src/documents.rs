@@ -2,15 +2,19 @@
 //! (`<index>/api-sources.jsonl`) and indexed by the same incremental, atomic run as any
 //! other input.
 //!
-//! A write rewrites the file atomically (temporary file, fsync, rename, fsync of the folder),
-//! then runs `index_inputs` over it, which commits once; the write is acknowledged only after
-//! that commit. The file stays the truth: delete the index and `finder index` rebuilds the
-//! same documents from it. Writes to one space are serialised by its write lock.
+//! Writes to one space are *group committed*: a write joins the space's queue; whichever
+//! waiting writer finds no batch running takes every queued change, applies them in arrival
+//! order, rewrites the file once (temporary file, fsync, rename, fsync of the folder), runs
+//! `index_inputs` over it, which commits once, and hands each writer its own answer. Each
+//! write is acknowledged only after the commit that holds it, so acknowledged still means
+//! durable; a burst of writers pays for one file rewrite, one index pass and one graph
+//! rebuild instead of one each. The file stays the truth: delete the index and
+//! `finder index` rebuilds the same documents from it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use finder_index::{index_inputs, RunReport};
 use serde_json::{Map, Value};
@@ -27,43 +31,223 @@ pub const MAX_ID_BYTES: usize = 1024;
 /// Adds or replaces the document `id`.
 pub fn put(space: &Arc<Space>, id: &str, document: Document) -> Result<WriteResult> {
     validate(id, &document)?;
-    let guard = space.write_lock();
-    let before = read_all(space.dir())?;
-    let mut after = before.clone();
-    after.insert(id.to_string(), document);
-    let (report, settings) = write_and_index(space, id, &before, &after)?;
-    let result = if report.counts.added > 0 {
-        "added"
-    } else if report.counts.updated > 0 {
-        "updated"
-    } else {
-        "unchanged"
-    };
-    let answer = acknowledge(space, id, result)?;
-    drop(guard);
-    if result != "unchanged" {
-        after_write(space, settings);
-    }
-    Ok(answer)
+    submit(space, id, Some(document))
 }
 
 /// Removes the document `id` (only documents written through the API).
 pub fn delete(space: &Arc<Space>, id: &str) -> Result<WriteResult> {
-    let guard = space.write_lock();
-    let before = read_all(space.dir())?;
-    if !before.contains_key(id) {
-        return Err(ServerError::DocumentNotFound {
-            space: space.name().to_string(),
-            id: id.to_string(),
-        });
+    submit(space, id, None)
+}
+
+/// The queue of writes waiting for a space's next commit.
+#[derive(Default)]
+pub(crate) struct WriteQueue {
+    state: Mutex<QueueState>,
+    /// Signalled when a batch ends: its writers find their answers, and one of the writers
+    /// still queued becomes the next batch's leader.
+    batch_done: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    next_ticket: u64,
+    pending: Vec<Change>,
+    answers: HashMap<u64, Result<WriteResult>>,
+    /// A batch is being written.
+    busy: bool,
+}
+
+/// One queued write: `document` is `None` for a delete.
+struct Change {
+    ticket: u64,
+    id: String,
+    document: Option<Document>,
+}
+
+impl WriteQueue {
+    fn lock(&self) -> MutexGuard<'_, QueueState> {
+        // Answers are handed out under this lock and nothing half-done is kept in it, so a
+        // poisoned lock is safe to take.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Queues one write and waits for the commit that holds it, leading a batch when none runs.
+fn submit(space: &Arc<Space>, id: &str, document: Option<Document>) -> Result<WriteResult> {
+    let queue = space.write_queue();
+    let mut state = queue.lock();
+    let ticket = state.next_ticket;
+    state.next_ticket += 1;
+    state.pending.push(Change {
+        ticket,
+        id: id.to_string(),
+        document,
+    });
+    loop {
+        if let Some(answer) = state.answers.remove(&ticket) {
+            return answer;
+        }
+        if !state.busy {
+            // This writer's change is still queued (its answer is not in): it leads the
+            // batch of everything queued so far.
+            state.busy = true;
+            let batch = std::mem::take(&mut state.pending);
+            drop(state);
+            let tickets: Vec<u64> = batch.iter().map(|c| c.ticket).collect();
+            let answers = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                commit_batch(space, batch)
+            }))
+            .unwrap_or_else(|_| {
+                tickets
+                    .iter()
+                    .map(|&t| (t, Err(ServerError::internal("a document write panicked"))))
+                    .collect()
+            });
+            state = queue.lock();
+            state.answers.extend(answers);
+            state.busy = false;
+            queue.batch_done.notify_all();
+            continue;
+        }
+        state = queue
+            .batch_done
+            .wait(state)
+            .unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+/// What one change did, before the commit decides whether it stands.
+enum Outcome {
+    Done(&'static str),
+    Failed(ServerError),
+}
+
+/// Applies `batch` in order, writes and indexes the result once, and answers every change.
+fn commit_batch(space: &Arc<Space>, batch: Vec<Change>) -> Vec<(u64, Result<WriteResult>)> {
+    let guard = space.write_lock();
+    let everyone = |e: ServerError| -> Vec<(u64, Result<WriteResult>)> {
+        batch
+            .iter()
+            .map(|c| (c.ticket, Err(for_change(&e, c))))
+            .collect()
+    };
+    let before = match read_all(space.dir()) {
+        Ok(b) => b,
+        Err(e) => return everyone(e),
+    };
+    let indexed = match space.finder() {
+        Ok(finder) => Some(finder),
+        Err(ServerError::NotBuilt { .. }) => None,
+        Err(e) => return everyone(e),
+    };
+    // Whether the index holds an id before this batch, then as the batch changes it: a put
+    // of an id it holds (from a file input, say) updates rather than adds.
+    let mut held: HashMap<&str, bool> = HashMap::new();
     let mut after = before.clone();
-    after.remove(id);
-    let (_, settings) = write_and_index(space, id, &before, &after)?;
-    let answer = acknowledge(space, id, "deleted")?;
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for change in &batch {
+        let id = change.id.as_str();
+        let was_held = match held.get(id) {
+            Some(&h) => h,
+            None => indexed
+                .as_ref()
+                .is_some_and(|f| f.source(id).ok().flatten().is_some()),
+        };
+        let outcome = match &change.document {
+            Some(document) => {
+                let result = match after.get(id) {
+                    Some(previous) if previous == document && was_held => "unchanged",
+                    _ if was_held => "updated",
+                    _ => "added",
+                };
+                after.insert(id.to_string(), document.clone());
+                held.insert(id, true);
+                Outcome::Done(result)
+            }
+            None if after.remove(id).is_some() => {
+                held.insert(id, false);
+                Outcome::Done("deleted")
+            }
+            None => Outcome::Failed(ServerError::DocumentNotFound {
+                space: space.name().to_string(),
+                id: id.to_string(),
+            }),
+        };
+        outcomes.push(outcome);
+    }
+
+    // Nothing to write when every change left its document as it was (or failed), unless
+    // the index is missing while the file holds documents.
+    let changed = after != before || (indexed.is_none() && !after.is_empty());
+    let mut settings = None;
+    if changed {
+        match write_and_index(space, &before, &mut after) {
+            Ok((refused, run_settings)) => {
+                for (change, outcome) in batch.iter().zip(outcomes.iter_mut()) {
+                    if let (Some(reason), Outcome::Done(_)) = (refused.get(&change.id), &outcome) {
+                        *outcome = Outcome::Failed(ServerError::InvalidDocument {
+                            id: change.id.clone(),
+                            reason: reason.clone(),
+                        });
+                    }
+                }
+                settings = Some(run_settings);
+            }
+            Err(e) => {
+                for (change, outcome) in batch.iter().zip(outcomes.iter_mut()) {
+                    if let Outcome::Done(_) = outcome {
+                        *outcome = Outcome::Failed(for_change(&e, change));
+                    }
+                }
+            }
+        }
+    }
+    let any_done = outcomes.iter().any(|o| matches!(o, Outcome::Done(_)));
+    let acknowledged = if any_done {
+        acknowledge(space)
+    } else {
+        Ok((0, 0))
+    };
     drop(guard);
-    after_write(space, settings);
-    Ok(answer)
+    let wrote = batch
+        .iter()
+        .zip(&outcomes)
+        .any(|(_, o)| matches!(o, Outcome::Done(r) if *r != "unchanged"));
+    if let (true, Some(settings)) = (wrote, settings) {
+        after_write(space, settings);
+    }
+    batch
+        .iter()
+        .zip(outcomes)
+        .map(|(change, outcome)| {
+            let answer = match (outcome, &acknowledged) {
+                (Outcome::Failed(e), _) => Err(e),
+                (Outcome::Done(result), Ok((sources, committed_at))) => Ok(WriteResult {
+                    space: space.name().to_string(),
+                    id: change.id.clone(),
+                    result: result.to_string(),
+                    sources: *sources,
+                    committed_at: *committed_at,
+                }),
+                (Outcome::Done(_), Err(e)) => Err(e.clone()),
+            };
+            (change.ticket, answer)
+        })
+        .collect()
+}
+
+/// The answer to `change` when its whole batch failed with `e`: a refusal that names no
+/// document names the change's own.
+fn for_change(e: &ServerError, change: &Change) -> ServerError {
+    match e {
+        ServerError::InvalidDocument { id, reason } if id.is_empty() => {
+            ServerError::InvalidDocument {
+                id: change.id.clone(),
+                reason: reason.clone(),
+            }
+        }
+        other => other.clone(),
+    }
 }
 
 /// Hands the committed write to the space's after-write hook on its own thread, which waits
@@ -148,13 +332,15 @@ fn validate(id: &str, document: &Document) -> Result<()> {
     Ok(())
 }
 
-/// Writes `after`, indexes it, and restores `before` when the run fails or refuses `id`.
+/// Writes `after`, indexes it and answers the ids the run refused, with why. A refused id
+/// keeps its indexed version, so the file goes back to its `before` version too (and
+/// `after` with it). When the run fails, or reports a problem that names no source, the
+/// whole file goes back to `before` and is indexed again, so file and index agree.
 fn write_and_index(
     space: &Space,
-    id: &str,
     before: &BTreeMap<String, Document>,
-    after: &BTreeMap<String, Document>,
-) -> Result<(RunReport, finder_core::Settings)> {
+    after: &mut BTreeMap<String, Document>,
+) -> Result<(HashMap<String, String>, finder_core::Settings)> {
     let path = space.dir().join(API_SOURCES);
     std::fs::create_dir_all(space.dir())
         .map_err(|e| ServerError::internal(format!("{}: {e}", space.dir().display())))?;
@@ -164,43 +350,79 @@ fn write_and_index(
         Err(ServerError::NotBuilt { .. }) => space.base_settings()?,
         Err(e) => return Err(e),
     };
-    let restore = || write_atomic(&path, &render(before));
-    let report = match index_inputs(
-        space.dir(),
-        std::slice::from_ref(&path),
-        &settings,
-        &mut |_| {},
-    ) {
+    let run = |settings: &finder_core::Settings| {
+        let report = index_inputs(
+            space.dir(),
+            std::slice::from_ref(&path),
+            settings,
+            &mut |_| {},
+        );
+        // Whatever the run did, readers must not keep a snapshot from before it.
+        space.forget_reader();
+        report
+    };
+    let report: RunReport = match run(&settings) {
         Ok(report) => report,
         Err(e) => {
-            restore()?;
+            write_atomic(&path, &render(before))?;
             return Err(index_err(space)(e));
         }
     };
-    if let Some(problem) = report
+    // A problem that names no source but a line of the file hid which ids the file holds.
+    // Others (a graph that could not be rebuilt) leave the commit standing, as in `finder
+    // index`, and go to the log.
+    let (unplaced, other): (Vec<_>, Vec<_>) = report
         .problems
         .iter()
-        .find(|p| p.source_id.as_deref() == Some(id) || p.source_id.is_none())
-    {
-        // The run kept the previous version of `id`, so the file must say the same.
-        restore()?;
+        .filter(|p| p.source_id.is_none())
+        .partition(|p| p.place.starts_with(API_SOURCES));
+    for problem in other {
+        eprintln!(
+            "finder serve: space {}: {}: {}",
+            space.name(),
+            problem.place,
+            problem.reason
+        );
+    }
+    if let Some(problem) = unplaced.first() {
+        // The run could not tell which ids the file holds; put everything back.
+        write_atomic(&path, &render(before))?;
+        if let Err(e) = run(&settings) {
+            eprintln!(
+                "finder serve: re-indexing {} after a refused write: {e}",
+                path.display()
+            );
+        }
         return Err(ServerError::InvalidDocument {
-            id: id.to_string(),
+            id: String::new(),
             reason: problem.reason.clone(),
         });
     }
-    Ok((report, settings))
+    let mut refused = HashMap::new();
+    for problem in &report.problems {
+        let Some(id) = &problem.source_id else {
+            continue;
+        };
+        if before.get(id) == after.get(id) {
+            continue;
+        }
+        match before.get(id) {
+            Some(document) => after.insert(id.clone(), document.clone()),
+            None => after.remove(id),
+        };
+        refused.insert(id.clone(), problem.reason.clone());
+    }
+    if !refused.is_empty() {
+        // The run kept the previous version of each refused id, so the file must say the same.
+        write_atomic(&path, &render(after))?;
+    }
+    Ok((refused, settings))
 }
 
-fn acknowledge(space: &Space, id: &str, result: &str) -> Result<WriteResult> {
+/// The space's source count and commit time after a batch, for its answers.
+fn acknowledge(space: &Space) -> Result<(u64, u64)> {
     let status = space.finder()?.status().map_err(index_err(space))?;
-    Ok(WriteResult {
-        space: space.name().to_string(),
-        id: id.to_string(),
-        result: result.to_string(),
-        sources: status.sources,
-        committed_at: status.committed_at,
-    })
+    Ok((status.sources, status.committed_at))
 }
 
 fn render(documents: &BTreeMap<String, Document>) -> String {
@@ -235,4 +457,156 @@ fn write_atomic(path: &Path, text: &str) -> Result<()> {
             .map_err(|e| fail(parent, e))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(text: &str) -> Document {
+        Document {
+            title: "Note".into(),
+            text: text.into(),
+            date: None,
+            tags: Vec::new(),
+            summary: None,
+            extras: BTreeMap::new(),
+        }
+    }
+
+    fn change(ticket: u64, id: &str, text: Option<&str>) -> Change {
+        Change {
+            ticket,
+            id: id.into(),
+            document: text.map(doc),
+        }
+    }
+
+    /// A space whose index holds one file source, `a.md`.
+    fn space() -> (tempfile::TempDir, Arc<Space>) {
+        let tmp = tempfile::tempdir().unwrap();
+        let notes = tmp.path().join("notes");
+        std::fs::create_dir_all(&notes).unwrap();
+        std::fs::write(notes.join("a.md"), "# Alpha\n\nA note from a file.\n").unwrap();
+        let dir = tmp.path().join("idx");
+        let settings = finder_index::load_settings(&dir, None).unwrap();
+        index_inputs(&dir, &[notes], &settings, &mut |_| {}).unwrap();
+        let space = Arc::new(Space::new("default", &dir, None).unwrap());
+        (tmp, space)
+    }
+
+    fn generation(space: &Space) -> u64 {
+        space.finder().unwrap().status().unwrap().generation
+    }
+
+    fn outcome(answer: &Result<WriteResult>) -> String {
+        match answer {
+            Ok(w) => format!("{} {}", w.id, w.result),
+            Err(e) => e.code().to_string(),
+        }
+    }
+
+    #[test]
+    fn a_batch_applies_changes_in_order_in_one_commit() {
+        let (_tmp, space) = space();
+        let before = generation(&space);
+        let answers = commit_batch(
+            &space,
+            vec![
+                change(0, "k", Some("kiln one")),
+                change(1, "k", Some("kiln one")),
+                change(2, "k", Some("kiln two")),
+                change(3, "gone", None),
+                change(4, "tmp", Some("temporary")),
+                change(5, "tmp", None),
+                change(6, "a.md", Some("taken over by the API")),
+            ],
+        );
+        let got: Vec<String> = answers.iter().map(|(_, a)| outcome(a)).collect();
+        assert_eq!(
+            got,
+            [
+                "k added",
+                "k unchanged",
+                "k updated",
+                "document_not_found",
+                "tmp added",
+                "tmp deleted",
+                "a.md updated",
+            ]
+        );
+        let tickets: Vec<u64> = answers.iter().map(|(t, _)| *t).collect();
+        assert_eq!(tickets, [0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(generation(&space), before + 1, "one commit for the batch");
+        let all = read_all(space.dir()).unwrap();
+        assert_eq!(all.keys().collect::<Vec<_>>(), ["a.md", "k"]);
+        assert_eq!(all["k"].text, "kiln two");
+        let finder = space.finder().unwrap();
+        let hits = finder
+            .search("kiln", finder.settings(), 0, 10)
+            .unwrap()
+            .hits;
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].id, "k");
+        assert!(hits[0].summary.contains("two"), "{:?}", hits[0].summary);
+        let acknowledged = answers[0].1.as_ref().unwrap();
+        assert_eq!(acknowledged.sources, 2);
+    }
+
+    #[test]
+    fn a_batch_that_changes_nothing_does_not_commit() {
+        let (_tmp, space) = space();
+        commit_batch(&space, vec![change(0, "k", Some("kiln"))]);
+        let before = generation(&space);
+        let answers = commit_batch(
+            &space,
+            vec![change(1, "k", Some("kiln")), change(2, "nope", None)],
+        );
+        let got: Vec<String> = answers.iter().map(|(_, a)| outcome(a)).collect();
+        assert_eq!(got, ["k unchanged", "document_not_found"]);
+        assert_eq!(generation(&space), before);
+    }
+
+    #[test]
+    fn concurrent_writers_share_commits_and_each_is_acknowledged_after_its_own() {
+        let (_tmp, space) = space();
+        let before = generation(&space);
+        let writers = 16;
+        let barrier = std::sync::Barrier::new(writers);
+        let answers: Vec<Result<WriteResult>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..writers)
+                .map(|i| {
+                    let (space, barrier) = (&space, &barrier);
+                    scope.spawn(move || {
+                        barrier.wait();
+                        put(space, &format!("w{i}"), doc(&format!("writer number{i}")))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (i, answer) in answers.iter().enumerate() {
+            let w = answer.as_ref().unwrap();
+            assert_eq!(
+                (w.id.as_str(), w.result.as_str()),
+                (&*format!("w{i}"), "added")
+            );
+            // The commit that acknowledged it already holds it.
+            assert!(w.sources >= 2, "{w:?}");
+        }
+        let commits = generation(&space) - before;
+        assert!(
+            (1..writers as u64).contains(&commits),
+            "{writers} writers took {commits} commits"
+        );
+        let finder = space.finder().unwrap();
+        for i in 0..writers {
+            let hits = finder
+                .search(&format!("number{i}"), finder.settings(), 0, 5)
+                .unwrap()
+                .hits;
+            assert!(hits.iter().any(|h| h.id == format!("w{i}")), "w{i}");
+        }
+        assert_eq!(read_all(space.dir()).unwrap().len(), writers);
+    }
 }

@@ -12,7 +12,7 @@ use finder_index::IndexError;
 use serde_json::{json, Value};
 
 /// Everything a request can fail with.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ServerError {
     /// The body is not the JSON the route expects, or a field is out of its range.
     #[error("{message}")]
@@ -38,6 +38,10 @@ pub enum ServerError {
     /// No or a wrong bearer token.
     #[error("missing or wrong bearer token (send `Authorization: Bearer <token>`)")]
     Unauthorized,
+    /// The token is valid but does not grant what the route needs (`/metrics` needs a token
+    /// that grants every space).
+    #[error("this token does not grant every space; {what} needs a token that does (`TOKEN *` in the token file)")]
+    Forbidden { what: String },
     /// The route does not exist.
     #[error("no route for {method} {path}")]
     UnknownRoute { method: String, path: String },
@@ -62,6 +66,9 @@ pub enum ServerError {
     /// Another process (a `finder index` run) is writing the index.
     #[error("the index of space `{space}` is being written by another process; try again when it finishes")]
     Busy { space: String },
+    /// More requests are in flight than the server takes at once.
+    #[error("the server is handling {limit} requests already; try again shortly")]
+    Overloaded { limit: usize },
     /// The request took longer than the per-request limit.
     #[error("the request took longer than {ms} ms and was stopped")]
     Timeout { ms: u64 },
@@ -126,6 +133,7 @@ impl ServerError {
             | ServerError::IndexTimeSetting { .. }
             | ServerError::InvalidDocument { .. } => StatusCode::BAD_REQUEST,
             ServerError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ServerError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ServerError::UnknownRoute { .. }
             | ServerError::UnknownSpace { .. }
             | ServerError::DocumentNotFound { .. }
@@ -134,7 +142,9 @@ impl ServerError {
             ServerError::NotBuilt { .. } | ServerError::Busy { .. } => StatusCode::CONFLICT,
             ServerError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ServerError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ServerError::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ServerError::Timeout { .. } | ServerError::Overloaded { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ServerError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -149,6 +159,7 @@ impl ServerError {
             ServerError::Setting(_) => "invalid_setting",
             ServerError::IndexTimeSetting { .. } => "index_time_setting",
             ServerError::Unauthorized => "unauthorized",
+            ServerError::Forbidden { .. } => "forbidden",
             ServerError::UnknownRoute { .. } => "not_found",
             ServerError::MethodNotAllowed { .. } => "method_not_allowed",
             ServerError::UnknownSpace { .. } => "unknown_space",
@@ -158,6 +169,7 @@ impl ServerError {
             ServerError::InvalidDocument { .. } => "invalid_document",
             ServerError::Busy { .. } => "index_busy",
             ServerError::Timeout { .. } => "timeout",
+            ServerError::Overloaded { .. } => "overloaded",
             ServerError::Internal { .. } => "internal",
         }
     }
@@ -184,6 +196,8 @@ impl ServerError {
             ServerError::InvalidDocument { id, reason } => json!({ "id": id, "reason": reason }),
             ServerError::Busy { space } => json!({ "space": space, "retry": true }),
             ServerError::Timeout { ms } => json!({ "limit_ms": ms }),
+            ServerError::Overloaded { limit } => json!({ "limit_in_flight": limit, "retry": true }),
+            ServerError::Forbidden { what } => json!({ "route": what }),
             ServerError::UnknownRoute { method, path }
             | ServerError::MethodNotAllowed { method, path } => {
                 json!({ "method": method, "path": path })
@@ -236,6 +250,10 @@ fn setting_details(e: &SettingsError) -> Value {
     details
 }
 
+/// What an overloaded server asks a client to wait, in seconds: requests last milliseconds, so
+/// one second is long enough for the crowd to thin.
+const RETRY_AFTER_SECS: &str = "1";
+
 impl IntoResponse for ServerError {
     fn into_response(self) -> Response {
         if let ServerError::Internal { detail } = &self {
@@ -243,11 +261,20 @@ impl IntoResponse for ServerError {
         }
         let status = self.status();
         let mut response = (status, axum::Json(self.body())).into_response();
-        if status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"finder\""),
-            );
+        match &self {
+            ServerError::Unauthorized => {
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"finder\""),
+                );
+            }
+            ServerError::Overloaded { .. } => {
+                response.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from_static(RETRY_AFTER_SECS),
+                );
+            }
+            _ => {}
         }
         response
     }

@@ -14,8 +14,9 @@ use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::access::Grants;
 use crate::error::{Result, ServerError};
-use crate::layers::{self, JsonBody, Target};
+use crate::layers::{self, Granted, JsonBody, Target};
 use crate::metrics::escape;
 use crate::space::Space;
 use crate::wire::{ContextRequest, Document, RecommendRequest, SearchRequest};
@@ -46,18 +47,18 @@ pub fn router(app: AppRef) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(app.limits.max_body_bytes))
         .layer(from_fn_with_state(app.clone(), layers::timeout))
+        .layer(from_fn_with_state(app.clone(), layers::admit))
         .layer(from_fn_with_state(app.clone(), layers::auth))
         .layer(from_fn_with_state(app.clone(), layers::metrics))
         .with_state(app)
 }
 
 /// Runs `work` on a blocking thread with the space named by the path.
-async fn in_space<T, F>(app: &AppRef, space: &str, work: F) -> Result<Json<T>>
+async fn in_space<T, F>(space: Arc<Space>, work: F) -> Result<Json<T>>
 where
     T: Serialize + Send + 'static,
     F: FnOnce(&Arc<Space>) -> Result<T> + Send + 'static,
 {
-    let space = app.spaces.get(space)?;
     let value = tokio::task::spawn_blocking(move || work(&space))
         .await
         .map_err(ServerError::internal)??;
@@ -65,67 +66,67 @@ where
 }
 
 async fn search(
-    State(app): State<AppRef>,
     target: Target,
     JsonBody(request): JsonBody<SearchRequest>,
 ) -> Result<impl IntoResponse> {
-    in_space(&app, &target.space, move |s| ops::search(s, &request)).await
+    in_space(target.space, move |s| ops::search(s, &request)).await
 }
 
 async fn context(
-    State(app): State<AppRef>,
     target: Target,
     JsonBody(request): JsonBody<ContextRequest>,
 ) -> Result<impl IntoResponse> {
-    in_space(&app, &target.space, move |s| ops::context(s, &request)).await
+    in_space(target.space, move |s| ops::context(s, &request)).await
 }
 
 async fn recommend(
-    State(app): State<AppRef>,
     target: Target,
     JsonBody(request): JsonBody<RecommendRequest>,
 ) -> Result<impl IntoResponse> {
-    in_space(&app, &target.space, move |s| ops::recommend(s, &request)).await
+    in_space(target.space, move |s| ops::recommend(s, &request)).await
 }
 
-async fn status(State(app): State<AppRef>, target: Target) -> Result<impl IntoResponse> {
-    in_space(&app, &target.space, |s| ops::status(s)).await
+async fn status(target: Target) -> Result<impl IntoResponse> {
+    in_space(target.space, |s| ops::status(s)).await
 }
 
-async fn get_document(State(app): State<AppRef>, target: Target) -> Result<impl IntoResponse> {
+async fn get_document(target: Target) -> Result<impl IntoResponse> {
     let id = target.id.unwrap_or_default();
-    in_space(&app, &target.space, move |s| documents::get(s, &id)).await
+    in_space(target.space, move |s| documents::get(s, &id)).await
 }
 
 async fn put_document(
-    State(app): State<AppRef>,
     target: Target,
     JsonBody(document): JsonBody<Document>,
 ) -> Result<impl IntoResponse> {
     let id = target.id.unwrap_or_default();
-    in_space(&app, &target.space, move |s| {
-        documents::put(s, &id, document)
-    })
-    .await
+    in_space(target.space, move |s| documents::put(s, &id, document)).await
 }
 
-async fn delete_document(State(app): State<AppRef>, target: Target) -> Result<impl IntoResponse> {
+async fn delete_document(target: Target) -> Result<impl IntoResponse> {
     let id = target.id.unwrap_or_default();
-    in_space(&app, &target.space, move |s| documents::delete(s, &id)).await
+    in_space(target.space, move |s| documents::delete(s, &id)).await
 }
 
-async fn spaces(State(app): State<AppRef>) -> Result<impl IntoResponse> {
-    let spaces = tokio::task::spawn_blocking(move || ops::spaces(&app.spaces))
+async fn spaces(State(app): State<AppRef>, Granted(grants): Granted) -> Result<impl IntoResponse> {
+    let spaces = tokio::task::spawn_blocking(move || ops::spaces(&app.spaces, &grants))
         .await
         .map_err(ServerError::internal)?;
     Ok(Json(json!({ "spaces": spaces })))
 }
 
+/// Names the spaces only when they are open to everyone: with tokens, which spaces exist is
+/// for `/v1/spaces` to tell each token.
 async fn health(State(app): State<AppRef>) -> impl IntoResponse {
+    let spaces = if app.access.is_guarded() {
+        Vec::new()
+    } else {
+        app.spaces.names()
+    };
     Json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
-        "spaces": app.spaces.names(),
+        "spaces": spaces,
     }))
 }
 
@@ -149,7 +150,8 @@ fn space_gauges(app: &AppRef) -> String {
     let mut out = String::from(
         "# HELP finder_space_sources Sources indexed in a space.\n# TYPE finder_space_sources gauge\n",
     );
-    for summary in ops::spaces(&app.spaces) {
+    // `/metrics` is answered only to tokens that grant every space (see `layers::auth`).
+    for summary in ops::spaces(&app.spaces, &Grants::All) {
         out.push_str(&format!(
             "finder_space_sources{{space=\"{}\"}} {}\n",
             escape(&summary.name),

@@ -1,8 +1,9 @@
-//! What every request passes through: the bearer token check, the per-request timeout, the
-//! metrics recorder, and the extractors that turn bodies and paths into typed values with
-//! errors in the API's own shape.
+//! What every request passes through: the bearer token check, the in-flight limit, the
+//! per-request timeout, the metrics recorder, and the extractors that turn bodies and paths
+//! into typed values with errors in the API's own shape.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Bytes;
@@ -10,53 +11,53 @@ use axum::extract::{
     FromRequest, FromRequestParts, MatchedPath, OptionalFromRequestParts, Path, Request, State,
 };
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
+use crate::access::Grants;
 use crate::error::ServerError;
-use crate::space::DEFAULT_SPACE;
+use crate::space::{Space, DEFAULT_SPACE};
 use crate::AppRef;
 
-/// Requires `Authorization: Bearer <token>` on the API and metrics when a token is set. The
-/// page, its assets, `/health` and `/openapi.json` stay open: they hold no data.
-pub async fn auth(State(app): State<AppRef>, request: Request, next: Next) -> Response {
-    if let Some(token) = &app.token {
-        let path = request.uri().path();
-        let guarded = path == "/v1" || path.starts_with("/v1/") || path == "/metrics";
-        if guarded && !bearer_matches(request.headers(), token) {
-            return ServerError::Unauthorized.into_response();
-        }
+/// Requires a bearer token the server knows on the API and metrics when it has tokens, and
+/// hands what the token grants to the handlers (`Granted`, `Target`). The page, its assets,
+/// `/health` and `/openapi.json` stay open: they hold no data. `/metrics` counts requests to
+/// every space, so it needs a token that grants every space.
+pub async fn auth(State(app): State<AppRef>, mut request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let guarded = path == "/v1" || path.starts_with("/v1/") || path == "/metrics";
+    if !guarded {
+        return next.run(request).await;
     }
+    let Some(grants) = app.access.grants_for(request.headers()) else {
+        return ServerError::Unauthorized.into_response();
+    };
+    if path == "/metrics" && !grants.covers(app.spaces.iter().map(|s| s.name())) {
+        return ServerError::Forbidden {
+            what: "/metrics".to_string(),
+        }
+        .into_response();
+    }
+    request.extensions_mut().insert(grants);
     next.run(request).await
 }
 
-fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
-    let Some(value) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return false;
-    };
-    let Some(given) = value
-        .strip_prefix("Bearer ")
-        .or_else(|| value.strip_prefix("bearer "))
-    else {
-        return false;
-    };
-    constant_time_eq(given.trim().as_bytes(), token.as_bytes())
-}
-
-/// Compares without an early exit, so the time taken says nothing about the token.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= usize::from(x ^ y);
+/// Answers 503 `overloaded` at once when `Limits::max_in_flight` requests are being handled,
+/// so a burst cannot queue without bound. `/health` always passes: a liveness probe must not
+/// fail because the server is busy.
+pub async fn admit(State(app): State<AppRef>, request: Request, next: Next) -> Response {
+    if request.uri().path() == "/health" {
+        return next.run(request).await;
     }
-    diff == 0
+    match app.in_flight.try_acquire() {
+        Ok(_permit) => next.run(request).await,
+        Err(_) => ServerError::Overloaded {
+            limit: app.limits.max_in_flight,
+        }
+        .into_response(),
+    }
 }
 
 /// Stops a request that runs past its limit. Writes get the longer limit: the index commit
@@ -118,9 +119,30 @@ impl<T: DeserializeOwned> FromRequest<AppRef> for JsonBody<T> {
     }
 }
 
-/// The space and (for document routes) the id named by the path.
+/// What the request's token grants (set by `auth`); nothing when `auth` did not run.
+pub struct Granted(pub Grants);
+
+impl FromRequestParts<AppRef> for Granted {
+    type Rejection = ServerError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &AppRef) -> Result<Self, ServerError> {
+        Ok(Granted(granted(parts)))
+    }
+}
+
+fn granted(parts: &Parts) -> Grants {
+    parts
+        .extensions
+        .get::<Grants>()
+        .cloned()
+        .unwrap_or_else(|| Grants::Spaces(Default::default()))
+}
+
+/// The space (granted to the request's token) and, for document routes, the id named by the
+/// path. Resolved before the body is read, so an unknown or ungranted space is the same 404
+/// whatever the body holds.
 pub struct Target {
-    pub space: String,
+    pub space: Arc<Space>,
     pub id: Option<String>,
 }
 
@@ -135,10 +157,11 @@ impl FromRequestParts<AppRef> for Target {
             .await
             .map_err(|r| ServerError::invalid(r.body_text()))?;
         let mut params = params.map(|p| p.0).unwrap_or_default();
+        let name = params
+            .remove("space")
+            .unwrap_or_else(|| DEFAULT_SPACE.to_string());
         Ok(Target {
-            space: params
-                .remove("space")
-                .unwrap_or_else(|| DEFAULT_SPACE.to_string()),
+            space: state.spaces.get_granted(&name, &granted(parts))?,
             id: params.remove("id"),
         })
     }

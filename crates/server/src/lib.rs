@@ -5,6 +5,7 @@
 //! recommend, status and document writes. The HTTP router (`http`) and the MCP loop (`mcp`)
 //! are two front ends over them.
 
+mod access;
 mod documents;
 mod error;
 mod http;
@@ -21,6 +22,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use access::{Access, Grants};
 pub use documents::API_SOURCES;
 pub use error::{Result, ServerError};
 pub use http::router;
@@ -38,7 +40,14 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// For document writes, which wait for the index commit.
     pub write_timeout: Duration,
+    /// Requests handled at once (at least 1); past it a request is answered 503 `overloaded`
+    /// with `Retry-After` at once instead of waiting in an unbounded queue. `/health` is
+    /// never refused.
+    pub max_in_flight: usize,
 }
+
+/// The default of `Limits::max_in_flight`.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -46,6 +55,7 @@ impl Default for Limits {
             max_body_bytes: 1024 * 1024,
             request_timeout: Duration::from_secs(10),
             write_timeout: Duration::from_secs(120),
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
     }
 }
@@ -53,20 +63,26 @@ impl Default for Limits {
 /// Everything a request handler can reach.
 pub struct App {
     pub spaces: Spaces,
-    /// When set, `/v1/*` and `/metrics` require `Authorization: Bearer <token>`.
-    pub token: Option<String>,
+    /// Which bearer tokens `/v1/*` and `/metrics` accept, and which spaces each grants.
+    pub access: Access,
     pub limits: Limits,
     metrics: metrics::Metrics,
+    in_flight: tokio::sync::Semaphore,
 }
 
 /// The shared application state.
 pub type AppRef = Arc<App>;
 
 impl App {
-    pub fn new(spaces: Spaces, token: Option<String>, limits: Limits) -> AppRef {
+    pub fn new(spaces: Spaces, access: Access, limits: Limits) -> AppRef {
+        let limits = Limits {
+            max_in_flight: limits.max_in_flight.max(1),
+            ..limits
+        };
         Arc::new(App {
             spaces,
-            token: token.filter(|t| !t.is_empty()),
+            access,
+            in_flight: tokio::sync::Semaphore::new(limits.max_in_flight),
             limits,
             metrics: metrics::Metrics::default(),
         })

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use crate::wire::{
     DEFAULT_BUDGET_CHARS, DEFAULT_LIMIT, MAX_BUDGET_CHARS, MAX_LIMIT, MAX_OFFSET, MIN_BUDGET_CHARS,
 };
-use crate::MAX_QUERY_CHARS;
+use crate::{DEFAULT_MAX_IN_FLIGHT, MAX_QUERY_CHARS};
 
 /// The routes that exist for the default space (`/v1/...`) and for each named space
 /// (`/v1/spaces/{space}/...`): (path suffix, method, operation id, summary, description,
@@ -39,7 +39,7 @@ const SPACE_ROUTES: &[SpaceRoute] = &[
      "What the space holds (sources, fragments, segments, size, inputs, index-time settings, last run), whether it is built, and build progress while a layer (vectors) is still being built.",
      None, "StatusResult", &["404"]),
     ("/documents/{id}", "put", "putDocument", "Add or replace a document",
-     "Writes the document to the space's API input file (`api-sources.jsonl` in the index folder, replaced atomically) and indexes it incrementally in one commit. The answer comes only after the commit is durable. An id that a file input also uses is taken over by the API document until that input is indexed again.",
+     "Writes the document to the space's API input file (`api-sources.jsonl` in the index folder, replaced atomically) and indexes it incrementally in one commit; writes that arrive while a commit runs are applied in arrival order and share the next one. The answer comes only after the commit that holds the write is durable. An id that a file input also uses is taken over by the API document until that input is indexed again.",
      Some("Document"), "WriteResult", &["400", "404", "409", "413"]),
     ("/documents/{id}", "get", "getDocument", "Read a document written through the API",
      "The stored form of a document added with PUT. Sources indexed from files are not listed here.",
@@ -85,10 +85,10 @@ pub fn document() -> Value {
     }
     let plain = [
         ("/", "page", "The web search page", "HTML page: search as you type, hits with hints and line ranges, an explain drawer per hit, facets, banners for degraded channels and builds in progress. Served from the binary; no external assets.", "text/html", None),
-        ("/health", "health", "Liveness", "Always 200 while the process serves; lists the spaces. Needs no token.", "application/json", Some("Health")),
-        ("/metrics", "metrics", "Prometheus metrics", "`finder_http_requests_total{route,method,status}`, the `finder_http_request_duration_seconds` histogram per route and method, and `finder_space_sources{space}`.", "text/plain", None),
+        ("/health", "health", "Liveness", "Always 200 while the process serves, however busy; lists the spaces when they are open to every request (an empty list when the server has tokens). Needs no token.", "application/json", Some("Health")),
+        ("/metrics", "metrics", "Prometheus metrics", "`finder_http_requests_total{route,method,status}`, the `finder_http_request_duration_seconds` histogram per route and method, and `finder_space_sources{space}`. With tokens, only a token that grants every space may read them (403 `forbidden` otherwise).", "text/plain", None),
         ("/openapi.json", "openapi", "This document", "The OpenAPI 3.1 description of the API.", "application/json", None),
-        ("/v1/spaces", "spaces", "Served spaces", "Each space with whether it is built and how many sources it holds.", "application/json", Some("SpaceList")),
+        ("/v1/spaces", "spaces", "Served spaces", "Each space the token is granted (every space when the server has no tokens), with whether it is built and how many sources it holds.", "application/json", Some("SpaceList")),
     ];
     for (path, op, summary, description, kind, schema) in plain {
         let content = match schema {
@@ -98,6 +98,12 @@ pub fn document() -> Value {
         let mut errors = vec![];
         if path == "/metrics" || path.starts_with("/v1") {
             errors.push("401");
+        }
+        if path == "/metrics" {
+            errors.push("403");
+        }
+        if path != "/health" {
+            errors.push("503");
         }
         let mut responses = Map::new();
         responses.insert(
@@ -114,7 +120,7 @@ pub fn document() -> Value {
         "info": {
             "title": "Finder HTTP API",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": format!("Hybrid retrieval over notes, documents and records. Every route under `/v1/` uses the space `default`; the same routes under `/v1/spaces/{{space}}/` use a named space (`finder serve --index NAME=DIR`, repeatable); spaces share nothing. Errors are JSON `{{code, message, details}}`. Limits: request bodies up to 1 MiB (413), queries up to {MAX_QUERY_CHARS} characters (400 `query_too_long`), 10 s per read and 120 s per write (503 `timeout`). When the server has a token (`--token-file`, required to listen beyond loopback), `/v1/*` and `/metrics` need `Authorization: Bearer <token>`."),
+            "description": format!("Hybrid retrieval over notes, documents and records. Every route under `/v1/` uses the space `default`; the same routes under `/v1/spaces/{{space}}/` use a named space (`finder serve --index NAME=DIR`, repeatable); spaces share nothing. Errors are JSON `{{code, message, details}}`. Limits: request bodies up to 1 MiB (413), queries up to {MAX_QUERY_CHARS} characters (400 `query_too_long`), 10 s per read and 120 s per write (503 `timeout`), {DEFAULT_MAX_IN_FLIGHT} requests in flight (503 `overloaded` with `Retry-After`, at once rather than queued). When the server has tokens (`--token-file`, required to listen beyond loopback), `/v1/*` and `/metrics` need `Authorization: Bearer <token>`. The token file holds one bare token (every space) or lines `TOKEN SPACE[,SPACE...]` and `TOKEN *`; a token sees only its spaces: one it is not granted answers 404 `unknown_space` exactly as a space that does not exist, and `/v1/spaces` lists only granted ones. Concurrent writes to a space are committed together; each is answered after the commit that holds it."),
         },
         "servers": [{"url": "http://127.0.0.1:7700"}],
         "security": [{}, {"bearer": []}],
@@ -134,9 +140,11 @@ fn error_response(status: &str) -> Value {
     let description = match status {
         "400" => "Invalid request: bad JSON, a field out of range, a rejected setting (details name the key and range), a query too long, a refused document",
         "401" => "Missing or wrong bearer token",
-        "404" => "Unknown space, document or target",
+        "403" => "The token does not grant every space",
+        "404" => "Unknown space (or one the token is not granted), document or target",
         "409" => "The space has no index yet, or another process is writing it",
         "413" => "Request body too large",
+        "503" => "The request ran past its time limit (`timeout`), or too many requests are in flight (`overloaded`, with `Retry-After`)",
         _ => "Error",
     };
     json!({"description": description, "content": {"application/json": {"schema": schema_ref("Error")}}})
@@ -149,12 +157,7 @@ fn responses(ok: &str, errors: &[&str]) -> Value {
         json!({"description": "OK", "content": {"application/json": {"schema": schema_ref(ok)}}}),
     );
     for status in ["401"].iter().chain(errors).chain(["503"].iter()) {
-        let value = if *status == "503" {
-            json!({"description": "The request ran past its time limit", "content": {"application/json": {"schema": schema_ref("Error")}}})
-        } else {
-            error_response(status)
-        };
-        out.insert(status.to_string(), value);
+        out.insert(status.to_string(), error_response(status));
     }
     Value::Object(out)
 }
@@ -169,7 +172,7 @@ fn schemas() -> Value {
         json!({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT});
     json!({
         "Error": obj(&["code", "message", "details"], json!({
-            "code": {"type": "string", "description": "Stable machine-readable code: invalid_request, invalid_setting, index_time_setting, query_too_long, payload_too_large, unauthorized, not_found, method_not_allowed, unknown_space, index_not_built, document_not_found, unknown_target, invalid_document, index_busy, timeout, internal."},
+            "code": {"type": "string", "description": "Stable machine-readable code: invalid_request, invalid_setting, index_time_setting, query_too_long, payload_too_large, unauthorized, not_found, method_not_allowed, unknown_space, index_not_built, document_not_found, unknown_target, invalid_document, index_busy, timeout, overloaded, forbidden, internal."},
             "message": {"type": "string", "description": "What went wrong and what to do, for people."},
             "details": {"type": "object", "description": "Structured context: for settings `key`, `value`, `range` or `suggestion`; for limits the limit; for spaces the space."},
         })),

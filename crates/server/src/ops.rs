@@ -7,6 +7,7 @@ use finder_core::{Hit, SearchResponse, Settings};
 use finder_index::Finder;
 use serde_json::Value;
 
+use crate::access::Grants;
 use crate::documents;
 use crate::error::{Result, ServerError};
 use crate::space::{index_err, Space, Spaces};
@@ -176,9 +177,10 @@ pub fn status(space: &Space) -> Result<StatusResult> {
     })
 }
 
-pub fn spaces(spaces: &Spaces) -> Vec<SpaceSummary> {
+/// The spaces `grants` allows, with their state.
+pub fn spaces(spaces: &Spaces, grants: &Grants) -> Vec<SpaceSummary> {
     spaces
-        .iter()
+        .granted(grants)
         .map(|space| {
             let sources = space
                 .finder()

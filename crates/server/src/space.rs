@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::SystemTime;
 
@@ -21,6 +22,8 @@ pub type Opener = Arc<dyn Fn(&Path, Settings) -> finder_index::Result<Finder> + 
 /// that holds the space's write lock (the binary uses it to build the new vectors).
 pub type AfterWrite = Arc<dyn Fn(&Path, &Settings) + Send + Sync>;
 
+use crate::access::Grants;
+use crate::documents::WriteQueue;
 use crate::error::{Result, ServerError};
 
 /// The name of the space that routes without `/spaces/{space}` use.
@@ -32,7 +35,11 @@ pub struct Space {
     dir: PathBuf,
     config: Option<PathBuf>,
     opened: RwLock<Option<Opened>>,
+    /// Bumped after each API write's index run: a reader opened before it is not reused,
+    /// even when the commit left the folder's stamp as it was (timestamps are coarse).
+    epoch: AtomicU64,
     writes: Mutex<()>,
+    queue: WriteQueue,
     opener: Option<Opener>,
     after_write: Option<AfterWrite>,
 }
@@ -40,6 +47,7 @@ pub struct Space {
 struct Opened {
     finder: Arc<Finder>,
     stamp: Option<Stamp>,
+    epoch: u64,
 }
 
 /// Identifies one state of the index folder cheaply: tantivy rewrites `lexical/meta.json` on
@@ -61,7 +69,9 @@ impl Space {
             dir: dir.to_path_buf(),
             config: config.map(Path::to_path_buf),
             opened: RwLock::new(None),
+            epoch: AtomicU64::new(0),
             writes: Mutex::new(()),
+            queue: WriteQueue::default(),
             opener: None,
             after_write: None,
         })
@@ -99,15 +109,19 @@ impl Space {
 
     /// The current reader, reopened when the index changed on disk since the last call.
     pub fn finder(&self) -> Result<Arc<Finder>> {
+        // The epoch is read before the folder is looked at: a reader opened while a write
+        // commits keeps the older epoch and is not reused.
+        let epoch = self.epoch.load(Ordering::Acquire);
         let stamp = self.stamp();
+        let current = |o: &Opened| o.stamp == stamp && o.epoch == epoch;
         if let Some(opened) = self.opened.read().expect("space lock").as_ref() {
-            if opened.stamp == stamp {
+            if current(opened) {
                 return Ok(Arc::clone(&opened.finder));
             }
         }
         let mut slot = self.opened.write().expect("space lock");
         if let Some(opened) = slot.as_ref() {
-            if opened.stamp == stamp {
+            if current(opened) {
                 return Ok(Arc::clone(&opened.finder));
             }
         }
@@ -126,8 +140,19 @@ impl Space {
         *slot = Some(Opened {
             finder: Arc::clone(&finder),
             stamp,
+            epoch,
         });
         Ok(finder)
+    }
+
+    /// Makes the next `finder` call open the index afresh (after a write committed).
+    pub(crate) fn forget_reader(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The queue of API writes waiting for this space's next commit.
+    pub(crate) fn write_queue(&self) -> &WriteQueue {
+        &self.queue
     }
 
     /// Whether the space has an index yet.
@@ -185,17 +210,39 @@ impl Spaces {
 
     /// The space named `name`, or a 404 naming the served ones.
     pub fn get(&self, name: &str) -> Result<Arc<Space>> {
-        self.spaces
-            .get(name)
-            .cloned()
-            .ok_or_else(|| ServerError::UnknownSpace {
-                space: name.to_string(),
-                served: self.names().join(", "),
-            })
+        self.get_granted(name, &Grants::All)
+    }
+
+    /// The space named `name` when `grants` allows it. A space that exists but is not
+    /// granted gets the same 404 as one that does not exist, naming only granted spaces, so
+    /// the answer says nothing about spaces the caller may not use.
+    pub fn get_granted(&self, name: &str, grants: &Grants) -> Result<Arc<Space>> {
+        match self.spaces.get(name) {
+            Some(space) if grants.allows(name) => Ok(Arc::clone(space)),
+            _ => {
+                let visible: Vec<&str> = self.granted(grants).map(|s| s.name()).collect();
+                Err(ServerError::UnknownSpace {
+                    space: name.to_string(),
+                    served: if visible.is_empty() {
+                        "none".to_string()
+                    } else {
+                        visible.join(", ")
+                    },
+                })
+            }
+        }
     }
 
     pub fn names(&self) -> Vec<String> {
         self.spaces.keys().cloned().collect()
+    }
+
+    /// The spaces `grants` allows, by name.
+    pub fn granted<'a>(&'a self, grants: &'a Grants) -> impl Iterator<Item = &'a Arc<Space>> {
+        self.spaces
+            .iter()
+            .filter(move |(name, _)| grants.allows(name))
+            .map(|(_, space)| space)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Space>> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use finder_server::{App, AppRef, Limits, Space, Spaces};
+use finder_server::{Access, App, AppRef, Limits, Space, Spaces};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -34,17 +34,19 @@ pub fn index(root: &Path, name: &str, input: &Path) -> PathBuf {
     dir
 }
 
-/// An app over the given `(name, dir)` spaces.
+/// An app over the given `(name, dir)` spaces; `token`, when given, grants every space.
 pub fn app_with(spaces: &[(&str, &Path)], token: Option<&str>, limits: Limits) -> AppRef {
+    let access = token.map_or_else(Access::open, Access::token);
+    app_with_access(spaces, access, limits)
+}
+
+/// An app over the given `(name, dir)` spaces with `access`.
+pub fn app_with_access(spaces: &[(&str, &Path)], access: Access, limits: Limits) -> AppRef {
     let spaces = spaces
         .iter()
         .map(|(name, dir)| Space::new(name, dir, None).unwrap())
         .collect();
-    App::new(
-        Spaces::new(spaces).unwrap(),
-        token.map(str::to_string),
-        limits,
-    )
+    App::new(Spaces::new(spaces).unwrap(), access, limits)
 }
 
 /// The notes fixture served as the `default` space.
@@ -61,6 +63,7 @@ pub fn short_limits() -> Limits {
         max_body_bytes: 4096,
         request_timeout: Duration::from_secs(10),
         write_timeout: Duration::from_secs(60),
+        ..Limits::default()
     }
 }
 
@@ -135,4 +138,31 @@ pub fn ids(result: &Value) -> Vec<String> {
         .iter()
         .map(|h| h["id"].as_str().unwrap().to_string())
         .collect()
+}
+
+/// The real server on a loopback port, until `stop`.
+pub struct Running {
+    pub addr: std::net::SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Starts `finder_server::serve` for `app` on `127.0.0.1:0`.
+pub async fn start(app: AppRef) -> Running {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(finder_server::serve(listener, app, async {
+        let _ = stopped.await;
+    }));
+    Running { addr, stop, task }
+}
+
+impl Running {
+    /// Asks the server to stop and waits for it (at most ten seconds: connections still
+    /// open are not waited for longer).
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
+    }
 }
