@@ -106,7 +106,10 @@ impl Corpus {
                 body.push_str(WORDS[((n as usize) * 7 + p * 3 + w) % WORDS.len()]);
                 body.push(' ');
             }
-            body.push_str(&format!("uqn{n}x. See [[n{}]].\n\n", (n * 13 + p as u32) % 50));
+            body.push_str(&format!(
+                "uqn{n}x. See [[n{}]].\n\n",
+                (n * 13 + p as u32) % 50
+            ));
         }
         write(
             &self.notes,
@@ -275,7 +278,9 @@ fn index_survives_sigkill_at_random_points() {
     let kills = env_count("FINDER_CRASH_KILLS", 20);
     let mut rng = Rng(seed());
     let tmp = tempfile::tempdir().unwrap();
-    let mut corpus = Corpus::new(tmp.path(), 150, 400);
+    let notes = env_count("FINDER_CRASH_NOTES", 150) as u32;
+    let records = env_count("FINDER_CRASH_RECORDS", 400) as u32;
+    let mut corpus = Corpus::new(tmp.path(), notes, records);
     let index = tmp.path().join("idx");
     configure(&index);
 
@@ -284,6 +289,8 @@ fn index_survives_sigkill_at_random_points() {
     let full_run = started.elapsed();
 
     let (mut landed, mut before_commit, mut after_commit, mut finished) = (0, 0, 0, 0);
+    // Kills that left a derived layer behind the commit (repaired by the next run).
+    let (mut graph_behind, mut vectors_behind) = (0, 0);
     let mut generation = 0;
     let mut runs = 0;
     while landed < kills {
@@ -329,6 +336,11 @@ fn index_survives_sigkill_at_random_points() {
             );
         }
         check_consistent(&finder, &held, &mut rng);
+        let status = finder.status().unwrap();
+        graph_behind += usize::from(status.graph.as_ref().is_some_and(|g| !g.current));
+        vectors_behind += usize::from(status.vectors.as_ref().is_some_and(|v| {
+            v.pending || v.done != held.keys().filter(|id| id.starts_with('r')).count()
+        }));
         drop(finder);
 
         // Re-running completes and holds the new inputs, with every layer current.
@@ -342,8 +354,15 @@ fn index_survives_sigkill_at_random_points() {
             status.graph
         );
         let vectors = status.vectors.expect("vector layer");
-        assert!(!vectors.pending, "vector build still pending after a complete run");
-        assert_eq!(vectors.done, corpus.record_gen.len(), "one vector per record");
+        assert!(
+            !vectors.pending,
+            "vector build still pending after a complete run"
+        );
+        assert_eq!(
+            vectors.done,
+            corpus.record_gen.len(),
+            "one vector per record"
+        );
     }
 
     // The survivor holds and finds what a clean build of the same inputs holds and finds.
@@ -376,11 +395,20 @@ fn index_survives_sigkill_at_random_points() {
         };
         let (s, c) = (found(&survivor), found(&fresh));
         assert_eq!(s, c, "`{}` finds different sources", q.join(" "));
-        assert_eq!(s.len(), picked.iter().collect::<std::collections::BTreeSet<_>>().len());
+        assert_eq!(
+            s.len(),
+            picked
+                .iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+        );
     }
     println!(
         "crash: {landed} kills of finder index survived ({before_commit} before the commit, \
-         {after_commit} after it; {finished} runs ended before their kill); full run {:.0} ms",
+         {after_commit} after it, of which {graph_behind} left the graph and {vectors_behind} \
+         the vectors behind until the next run; {finished} runs ended before their kill); \
+         {} sources, full run {:.0} ms",
+        corpus.expected().len(),
         full_run.as_secs_f64() * 1000.0
     );
 }
