@@ -4,7 +4,7 @@ use std::fmt;
 
 /// A setting that was rejected, with the key it concerns.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{origin}: `{key}`: {kind}")]
+#[error("{origin}: {}{kind}", if key.is_empty() { String::new() } else { format!("`{key}`: ") })]
 pub struct SettingsError {
     /// Where the value came from: a file path (with line when known) or `--set`.
     pub origin: String,

@@ -269,21 +269,31 @@ impl Settings {
         flatten_keys("", &table, &mut keys);
         let valid = Settings::keys();
         for key in &keys {
-            if !valid.contains(key) {
-                return Err(SettingsError {
-                    origin: origin.to_string(),
-                    key: key.clone(),
-                    kind: SettingsErrorKind::UnknownKey {
-                        suggestion: nearest(key, &valid),
-                    },
-                });
+            let value = lookup(&table, key);
+            if valid.contains(key)
+                || (is_section(key, &valid) && value.is_some_and(toml::Value::is_table))
+            {
+                continue;
             }
+            // A section written as a value (`lexical = 3`, `[[lexical]]`) is the wrong shape,
+            // not an unknown name.
+            let kind = if is_section(key, &valid) {
+                SettingsErrorKind::Invalid {
+                    value: shown(value),
+                    expected: format!("a [{key}] table"),
+                }
+            } else {
+                SettingsErrorKind::UnknownKey {
+                    suggestion: nearest(key, &valid),
+                }
+            };
+            return Err(SettingsError {
+                origin: origin.to_string(),
+                key: key.clone(),
+                kind,
+            });
         }
-        let settings = from_table(
-            table,
-            origin,
-            keys.first().map(String::as_str).unwrap_or(""),
-        )?;
+        let settings = from_table(table, origin, &keys)?;
         settings.validate(origin)?;
         Ok(settings)
     }
@@ -328,7 +338,7 @@ impl Settings {
             .and_then(toml::Value::as_table_mut)
             .expect("section exists")
             .insert(leaf.to_string(), value);
-        let updated = from_table(table, &origin, key)?;
+        let updated = from_table(table, &origin, &[key.to_string()])?;
         updated.validate(&origin)?;
         *self = updated;
         Ok(())
@@ -470,15 +480,96 @@ fn to_table(settings: &Settings) -> toml::Table {
     toml::Table::try_from(settings).expect("settings serialise to a table")
 }
 
-fn from_table(table: toml::Table, origin: &str, key_hint: &str) -> Result<Settings, SettingsError> {
-    Settings::deserialize(table).map_err(|e| SettingsError {
+/// The settings in `table`. serde's error names neither the key nor the value, so on failure
+/// each of `keys` (those the user gave) is tried alone on the defaults, and the first one that
+/// fails is named with its value and the type it should have.
+fn from_table(
+    table: toml::Table,
+    origin: &str,
+    keys: &[String],
+) -> Result<Settings, SettingsError> {
+    let whole = match Settings::deserialize(table.clone()) {
+        Ok(settings) => return Ok(settings),
+        Err(e) => e,
+    };
+    let alone = keys.iter().find_map(|key| {
+        let value = lookup(&table, key)?;
+        let (section, leaf) = key.split_once('.')?;
+        let mut single = to_table(&Settings::default());
+        single
+            .get_mut(section)
+            .and_then(toml::Value::as_table_mut)?
+            .insert(leaf.to_string(), value.clone());
+        let e = Settings::deserialize(single).err()?;
+        Some((key.clone(), Some(value), e.message().to_string()))
+    });
+    let (key, value, message) = alone.unwrap_or_else(|| {
+        let key = keys.first().cloned().unwrap_or_default();
+        let value = lookup(&table, &key);
+        (key, value, whole.message().to_string())
+    });
+    Err(SettingsError {
         origin: origin.to_string(),
-        key: key_hint.to_string(),
+        key,
         kind: SettingsErrorKind::Invalid {
-            value: String::new(),
-            expected: e.message().to_string(),
+            value: shown(value),
+            expected: expected_from(&message),
         },
     })
+}
+
+/// The value at a dotted key of a settings table.
+fn lookup<'t>(table: &'t toml::Table, key: &str) -> Option<&'t toml::Value> {
+    let mut parts = key.split('.');
+    let mut value = table.get(parts.next()?)?;
+    for part in parts {
+        value = value.as_table()?.get(part)?;
+    }
+    Some(value)
+}
+
+/// Whether `key` names a section (`lexical`) rather than a setting.
+fn is_section(key: &str, valid: &[String]) -> bool {
+    valid.iter().any(|v| {
+        v.strip_prefix(key)
+            .is_some_and(|rest| rest.starts_with('.'))
+    })
+}
+
+/// A value as the user wrote it (TOML syntax), shortened when long.
+fn shown(value: Option<&toml::Value>) -> String {
+    const MAX: usize = 80;
+    let Some(value) = value else {
+        return "(none)".to_string();
+    };
+    let text = value.to_string();
+    if text.chars().count() <= MAX {
+        return text;
+    }
+    let head: String = text.chars().take(MAX).collect();
+    format!("{head}…")
+}
+
+/// What serde's message says was expected, in the words of a settings file: `invalid type:
+/// string "x", expected f32` → `a number`.
+fn expected_from(message: &str) -> String {
+    let expected = message
+        .rsplit_once("expected ")
+        .map_or(message, |(_, e)| e)
+        .trim();
+    match expected {
+        "f32" | "f64" => "a number".to_string(),
+        "u8" => "a whole number from 0 to 255".to_string(),
+        "u16" => "a whole number from 0 to 65535".to_string(),
+        "u32" => "a whole number from 0 to 4294967295".to_string(),
+        "u64" | "usize" => "a whole number, 0 or more".to_string(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".to_string(),
+        "a boolean" => "true or false".to_string(),
+        "a sequence" => "an array".to_string(),
+        "string only" => "a string".to_string(),
+        "struct Settings" => "a table".to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// A `--set` value: TOML syntax when it parses (numbers, booleans, arrays, quoted strings),
@@ -499,13 +590,32 @@ fn flatten_keys(prefix: &str, table: &toml::Table, out: &mut Vec<String>) {
             format!("{prefix}.{k}")
         };
         match v {
-            toml::Value::Table(t) => flatten_keys(&key, t, out),
+            // Settings are `section.leaf`: only sections are entered, so a table given for a
+            // setting is that setting's (wrong) value. An empty section is named too, so
+            // `[typo]` alone is refused as unknown.
+            toml::Value::Table(t) if prefix.is_empty() && !t.is_empty() => {
+                flatten_keys(&key, t, out)
+            }
             _ => out.push(key),
         }
     }
 }
 
 fn nearest(key: &str, valid: &[String]) -> Option<String> {
+    if !key.contains('.') {
+        // A section name: suggest a section.
+        let mut sections: Vec<String> = valid
+            .iter()
+            .filter_map(|v| v.split_once('.').map(|(s, _)| s.to_string()))
+            .collect();
+        sections.dedup();
+        return sections
+            .into_iter()
+            .map(|s| (levenshtein(key, &s), s))
+            .filter(|(d, s)| *d <= (s.len() / 3).max(1))
+            .min()
+            .map(|(_, s)| s);
+    }
     let leaf = key.rsplit('.').next().unwrap_or(key);
     valid
         .iter()
@@ -610,6 +720,52 @@ mod tests {
         assert_eq!(s.lexical.k1, DEFAULT_K1);
         let err = Settings::from_toml("[lexical]\nb = 1.5\n", "f").unwrap_err();
         assert!(matches!(err.kind, SettingsErrorKind::OutOfRange { .. }));
+    }
+
+    #[test]
+    fn a_wrong_value_is_named_with_its_key_value_and_type() {
+        let err = Settings::from_toml("[lexical]\nk1 = 1.0\nb = \"x\"\n", "f").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "f: `lexical.b`: invalid value \"x\"; expected a number"
+        );
+        let err = Settings::default()
+            .set("lexical.fts_list_size=-1")
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--set lexical.fts_list_size=-1: `lexical.fts_list_size`: invalid value -1; expected a whole number, 0 or more"
+        );
+        let err = Settings::default().set("lexical.enabled=1").unwrap_err();
+        assert!(err.to_string().ends_with("expected true or false"), "{err}");
+        let err = Settings::default().set("finder.fusion=max").unwrap_err();
+        assert!(err.to_string().contains("`rrf`"), "{err}");
+    }
+
+    #[test]
+    fn sections_and_tables_in_the_wrong_place_are_named() {
+        let err = Settings::from_toml("[typo]\n", "f").unwrap_err();
+        assert_eq!(
+            (err.key.as_str(), &err.kind),
+            ("typo", &SettingsErrorKind::UnknownKey { suggestion: None })
+        );
+        let err = Settings::from_toml("[lexicl]\n", "f").unwrap_err();
+        assert!(
+            err.to_string().ends_with("did you mean `lexical`?"),
+            "{err}"
+        );
+        let err = Settings::from_toml("lexical = 3\n", "f").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "f: `lexical`: invalid value 3; expected a [lexical] table"
+        );
+        let err = Settings::from_toml("[embed.backend]\na = 1\n", "f").unwrap_err();
+        assert_eq!(err.key, "embed.backend");
+        assert!(
+            matches!(err.kind, SettingsErrorKind::Invalid { .. }),
+            "{err}"
+        );
+        Settings::from_toml("[lexical]\n[graph]\n", "f").expect("empty known sections");
     }
 
     #[test]

@@ -20,11 +20,13 @@ pub(crate) fn text_hash(text: &str) -> u64 {
     first_u64(&blake3::hash(text.as_bytes()))
 }
 
-pub(crate) fn source_key(id: &str) -> SourceKey {
+/// The key of source `id` (other stores, such as the PostgreSQL backend, key on it too).
+pub fn source_key(id: &str) -> SourceKey {
     SourceKey(hash64(&[b"source", id.as_bytes()]))
 }
 
-pub(crate) fn fragment_key(source_id: &str, ordinal: u32) -> FragmentKey {
+/// The key of fragment `ordinal` of source `source_id`.
+pub fn fragment_key(source_id: &str, ordinal: u32) -> FragmentKey {
     FragmentKey(hash64(&[
         b"fragment",
         source_id.as_bytes(),

@@ -15,16 +15,19 @@ use tantivy::{DocAddress, DocSet, Searcher, Term, TERMINATED};
 /// Counts each distinct term of an analyzed query; repeated query terms weigh more, as in a
 /// boolean query with one clause per occurrence.
 pub fn query_terms(field: Field, terms: &[String]) -> Vec<(Term, u32)> {
-    let mut counts: Vec<(String, u32)> = Vec::new();
+    // First-seen order, counted through a map: a query of many distinct words stays linear.
+    let mut order: Vec<&str> = Vec::new();
+    let mut counts: HashMap<&str, u32> = HashMap::new();
     for t in terms {
-        match counts.iter_mut().find(|(s, _)| s == t) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((t.clone(), 1)),
+        let n = counts.entry(t.as_str()).or_insert(0);
+        if *n == 0 {
+            order.push(t);
         }
+        *n += 1;
     }
-    counts
+    order
         .into_iter()
-        .map(|(t, n)| (Term::from_field_text(field, &t), n))
+        .map(|t| (Term::from_field_text(field, t), counts[t]))
         .collect()
 }
 

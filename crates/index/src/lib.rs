@@ -9,6 +9,8 @@ mod analyzer;
 mod document;
 mod engine;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod graph;
 mod ingest;
 mod keys;
@@ -25,6 +27,8 @@ pub use document::{FragmentDoc, Problem, SourceDoc};
 pub use engine::{load_settings, Finder, GraphStatus, Status, CONFIG_FILE};
 pub use error::{IndexError, Result};
 pub use ingest::{derive_summary, detect, fragment, read_input, InputKind};
+pub use keys::{fragment_key, source_key};
+pub use preview::preview;
 pub use record::{CommitInfo, RunCounts};
 pub use vector::{build_vectors, VectorReport, VectorState};
 pub use writer::{index_inputs, Progress, RunReport};
@@ -45,6 +49,11 @@ pub mod testing {
     /// The word analyzer for `language`, as the index uses it.
     pub fn word_analyzer(language: &str) -> tantivy::tokenizer::TextAnalyzer {
         crate::analyzer::word_analyzer(language)
+    }
+
+    /// The trigram analyzer, as the index uses it.
+    pub fn trigram_analyzer() -> tantivy::tokenizer::TextAnalyzer {
+        crate::analyzer::trigram_analyzer()
     }
 
     /// The BM25 field of an opened index.

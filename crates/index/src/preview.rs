@@ -3,7 +3,7 @@
 /// At most `max_chars` characters of `body`, starting a little before the first occurrence of
 /// a query word (ASCII case-insensitive, words of three or more characters), cut at word
 /// boundaries, with `…` where text was cut. Whitespace runs collapse to one space.
-pub(crate) fn preview(body: &str, query: &str, max_chars: usize) -> String {
+pub fn preview(body: &str, query: &str, max_chars: usize) -> String {
     let text: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
     let chars: Vec<char> = text.chars().collect();
     if chars.len() <= max_chars {

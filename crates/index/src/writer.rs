@@ -69,7 +69,7 @@ pub fn index_inputs(
         let canonical = input.canonicalize().map_err(|e| {
             IndexError::Input(Problem {
                 place: input.display().to_string(),
-                reason: e.to_string(),
+                reason: format!("cannot read input: {e}"),
                 source_id: None,
             })
         })?;
@@ -105,7 +105,10 @@ pub fn index_inputs(
         rebuilt: rebuild,
         ..RunReport::default()
     };
+    // Ids this run's inputs hold (a source or a problem naming it): never removed.
     let mut seen: HashSet<String> = HashSet::new();
+    // Ids a source was read for: a second one is a duplicate.
+    let mut sourced: HashSet<String> = HashSet::new();
     let mut written: HashMap<String, SourceRecord> = HashMap::new();
     let mut incomplete: HashSet<String> = HashSet::new();
     let mut done = 0u64;
@@ -144,7 +147,8 @@ pub fn index_inputs(
                         });
                         return;
                     }
-                    if !seen.insert(source.id.clone()) {
+                    seen.insert(source.id.clone());
+                    if !sourced.insert(source.id.clone()) {
                         report.problems.push(Problem {
                             place: source.origin.clone(),
                             reason: format!(

@@ -1,5 +1,6 @@
 //! End-to-end tests of the `finder` binary on fixtures written here.
 
+mod bad_inputs;
 mod crash;
 mod mcp;
 mod refine;

@@ -25,6 +25,8 @@ use super::stop_words::is_stop_word;
 
 /// Default shortest alias, in letters and digits (spaces not counted).
 pub const DEFAULT_MIN_ALIAS_CHARS: usize = 4;
+/// Longest alias matched, in characters after folding.
+pub const MAX_ALIAS_CHARS: usize = 200;
 /// Default largest share of fragments an alias may be found in before it is dropped.
 pub const DEFAULT_MAX_ALIAS_DF: f64 = 0.02;
 /// Default number of fragments an alias may always be found in, however small the corpus.
@@ -68,6 +70,14 @@ pub enum DropReason {
         /// The minimum.
         min: usize,
     },
+    /// Longer than any name: the matcher's construction grows with the square of a long
+    /// repetitive alias (`a a a …`), and no title or alias that long is a name.
+    TooLong {
+        /// Characters in the folded alias.
+        chars: usize,
+        /// The maximum.
+        max: usize,
+    },
     /// A single common stop word.
     StopWord,
     /// Derived by removing a `(disambiguator)`, and another entity has this exact alias.
@@ -95,6 +105,9 @@ impl fmt::Display for DropReason {
                     f,
                     "{chars} letters and digits, fewer than the minimum {min}"
                 )
+            }
+            DropReason::TooLong { chars, max } => {
+                write!(f, "{chars} characters, more than the maximum {max}")
             }
             DropReason::StopWord => write!(f, "a common stop word"),
             DropReason::Shadowed { by } => {
@@ -482,6 +495,13 @@ fn filter(folded: &str, config: &MentionConfig) -> Option<DropReason> {
     if chars == 0 {
         return Some(DropReason::Empty);
     }
+    let all = folded.chars().count();
+    if all > MAX_ALIAS_CHARS {
+        return Some(DropReason::TooLong {
+            chars: all,
+            max: MAX_ALIAS_CHARS,
+        });
+    }
     if chars < config.min_chars {
         return Some(DropReason::TooShort {
             chars,
@@ -527,7 +547,15 @@ impl Words {
             let token = stream.token();
             let start = padded.len();
             // Folding can yield punctuation (`½` → `1/2`); words hold letters and digits only.
-            padded.extend(token.text.chars().filter(|c| c.is_alphanumeric()));
+            // It can also yield capitals (`ʜ` → `H`, after the lowercasing), so it is followed
+            // by lowercasing again: folding folded text changes nothing.
+            padded.extend(
+                token
+                    .text
+                    .chars()
+                    .flat_map(char::to_lowercase)
+                    .filter(|c| c.is_alphanumeric()),
+            );
             if padded.len() == start {
                 continue;
             }
@@ -588,6 +616,10 @@ mod tests {
         assert_eq!(fold("Straße Æsop Øre ﬁle"), "strasse aesop ore file");
         assert_eq!(fold(" -- "), "");
         assert_eq!(fold(""), "");
+        // Folding after lowercasing can make capitals (`ʜ`, a small capital, folds to `H`);
+        // folded text folds to itself.
+        assert_eq!(fold("\u{29c}ello Ⓗi"), "hello hi");
+        assert_eq!(fold(&fold("\u{29c}ello Ⓗi")), fold("\u{29c}ello Ⓗi"));
     }
 
     #[test]
@@ -767,6 +799,19 @@ mod tests {
         assert!(m.find("").is_empty());
         assert!(m.find(" ,,, ").is_empty());
         assert_eq!(m.dropped()[0].reason, DropReason::Empty);
+        // A megabyte alias is not a name, and would take the automaton hours to build.
+        let long = "a ".repeat(500_000);
+        let started = std::time::Instant::now();
+        let m = MentionMatcher::build([(1u32, [long.as_str(), "Fine Name"])], &config()).unwrap();
+        assert!(started.elapsed().as_secs() < 5);
+        assert_eq!(
+            m.dropped()[0].reason,
+            DropReason::TooLong {
+                chars: 999_999,
+                max: MAX_ALIAS_CHARS
+            }
+        );
+        assert_eq!(m.aliases().collect::<Vec<_>>(), vec!["fine name"]);
         let nan = MentionConfig {
             max_df: f64::NAN,
             ..config()

@@ -4,6 +4,7 @@
 use finder_core::Extent;
 
 use super::boundary::{boundary, Boundary};
+use super::clip_title;
 use super::markdown::{blocks, BlockKind};
 use super::summary::strip_inline;
 use crate::document::FragmentDoc;
@@ -25,7 +26,7 @@ pub fn fragment(body: &str, base_byte: u64, base_line: u32, max_chars: usize) ->
         let is_heading = if let BlockKind::Heading { level, title } = &block.kind {
             packer.flush();
             path.retain(|(l, _)| l < level);
-            path.push((*level, strip_inline(title)));
+            path.push((*level, clip_title(strip_inline(title))));
             packer.heading = heading_path(&path);
             true
         } else {

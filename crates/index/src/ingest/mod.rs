@@ -17,7 +17,34 @@ use finder_core::IndexSettings;
 pub use fragment::fragment;
 pub use summary::derive_summary;
 
+// The parsers' own entry points, for `crate::fuzzing`.
+pub(crate) use note::note_from_bytes;
+pub(crate) use records::{read_lines, Layout};
+
 use crate::document::{Problem, SourceDoc};
+
+/// Longest title (and heading) kept, in characters. A title is indexed with every fragment of
+/// its source (`index.title_in_fragments`) and a heading names each fragment under it, so a
+/// runaway one (a 20 MB heading line, a record's megabyte `title`) would be copied into every
+/// fragment; past this it is cut at a word break and ends in `…`. The full text of a heading
+/// stays in its fragment.
+pub(crate) const MAX_TITLE_CHARS: usize = 500;
+
+/// `title` cut to [`MAX_TITLE_CHARS`].
+pub(crate) fn clip_title(title: String) -> String {
+    if title.chars().count() <= MAX_TITLE_CHARS {
+        return title;
+    }
+    let mut cut: String = title.chars().take(MAX_TITLE_CHARS - 1).collect();
+    if let Some(space) = cut.rfind(char::is_whitespace) {
+        if cut[..space].chars().count() > MAX_TITLE_CHARS / 2 {
+            cut.truncate(space);
+        }
+    }
+    let mut cut = cut.trim_end().to_string();
+    cut.push('…');
+    cut
+}
 
 /// What kind of input a path is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +79,13 @@ pub fn detect(path: &Path) -> Result<InputKind, Problem> {
         .map(|n| n.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
     if name.ends_with(".jsonl") || name.ends_with(".ndjson") {
+        if !meta.is_file() {
+            // Opening a FIFO would wait for a writer forever.
+            return Err(refuse(format!(
+                "not a regular file ({}); a record input must be a file",
+                walk::special_kind(&meta.file_type())
+            )));
+        }
         return Ok(InputKind::Jsonl);
     }
     if walk::is_note_name(&name) {
@@ -180,8 +214,8 @@ mod tests {
         assert_eq!(
             order,
             vec![
-                "problem a.md:3",
                 "ok a.md",
+                "problem a.md:3",
                 "ok b.md",
                 "problem sub/bad.md:1",
                 "ok sub/c.txt",

@@ -8,7 +8,7 @@ use finder_core::{Envelope, IndexSettings};
 use super::front_matter;
 use super::markdown::{blocks, BlockKind};
 use super::summary::strip_inline;
-use super::{derive_summary, fragment};
+use super::{clip_title, derive_summary, fragment};
 use crate::document::{Problem, SourceDoc};
 
 const BOM: &str = "\u{feff}";
@@ -33,21 +33,38 @@ pub(super) fn read_note(
     }
 }
 
-/// The source and problems of one note, problems first. A note whose front matter cannot be
+/// The source and problems of one note, the source first: the writer takes an id named by a
+/// problem before its source as a second source with that id. A note whose front matter cannot be
 /// read is still indexed, whole; a note that is not UTF-8 is not.
-pub(super) fn note_from_bytes(
+pub(crate) fn note_from_bytes(
     id: &str,
     bytes: &[u8],
     origin: &str,
     settings: &IndexSettings,
 ) -> Vec<Result<SourceDoc, Problem>> {
+    let line_of = |at: usize| 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
+    if bytes.starts_with(&[0xff, 0xfe]) || bytes.starts_with(&[0xfe, 0xff]) {
+        return vec![Err(problem(
+            id.to_string(),
+            "UTF-16 text (byte-order mark); save it as UTF-8 to index it".to_string(),
+            id,
+        ))];
+    }
+    // A NUL byte is valid UTF-8 but never in a text note: the file is binary (an image or an
+    // archive named `.md`), and its "words" would only pollute the index.
+    if let Some(at) = bytes.iter().position(|&b| b == 0) {
+        return vec![Err(problem(
+            id.to_string(),
+            format!("binary file (NUL byte at offset {at}); not indexed"),
+            id,
+        ))];
+    }
     let text = match std::str::from_utf8(bytes) {
         Ok(text) => text,
         Err(e) => {
             let at = e.valid_up_to();
-            let line = 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
             return vec![Err(problem(
-                format!("{id}:{line}"),
+                format!("{id}:{}", line_of(at)),
                 format!("not valid UTF-8 (byte offset {at})"),
                 id,
             ))];
@@ -55,21 +72,24 @@ pub(super) fn note_from_bytes(
     };
     let skip = if text.starts_with(BOM) { BOM.len() } else { 0 };
     let split = front_matter::split(&text[skip..]);
-    let mut out = Vec::new();
-    if let Some((line, reason)) = split.problem {
-        out.push(Err(problem(format!("{id}:{line}"), reason, id)));
-    }
+    let problems: Vec<Result<SourceDoc, Problem>> = split
+        .problem
+        .into_iter()
+        .map(|(line, reason)| Err(problem(format!("{id}:{line}"), reason, id)))
+        .collect();
     let body_start = skip + split.body_start;
     let body = &text[body_start..];
     let fields = split.fields;
-    let title = fields
-        .title
-        .or_else(|| first_title(body))
-        .unwrap_or_else(|| stem(id));
+    let title = clip_title(
+        fields
+            .title
+            .or_else(|| first_title(body))
+            .unwrap_or_else(|| stem(id)),
+    );
     let summary = fields
         .summary
         .unwrap_or_else(|| derive_summary(body, settings.summary_max_chars));
-    out.push(Ok(SourceDoc {
+    let mut out = vec![Ok(SourceDoc {
         vector: None,
         entity: false,
         aliases: Vec::new(),
@@ -91,7 +111,8 @@ pub(super) fn note_from_bytes(
             split.body_line,
             settings.fragment_max_chars,
         ),
-    }));
+    })];
+    out.extend(problems);
     out
 }
 
@@ -255,6 +276,46 @@ mod tests {
         assert_eq!(problems[0].place, "bad.md:2");
         assert_eq!(problems[0].reason, "not valid UTF-8 (byte offset 15)");
         assert_eq!(problems[0].source_id.as_deref(), Some("bad.md"));
+    }
+
+    #[test]
+    fn binary_and_utf16_files_are_refused_with_the_place() {
+        let (problems, s) = one("img.md", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR");
+        assert!(s.is_none());
+        assert_eq!(problems[0].place, "img.md");
+        assert_eq!(
+            problems[0].reason,
+            "binary file (NUL byte at offset 8); not indexed"
+        );
+        let (problems, s) = one("nul.md", b"text\0more");
+        assert!(s.is_none());
+        assert_eq!(problems[0].place, "nul.md");
+        let (problems, s) = one("wide.md", b"\xff\xfe#\0 \0T\0");
+        assert!(s.is_none());
+        assert_eq!(problems[0].place, "wide.md");
+        assert!(
+            problems[0].reason.starts_with("UTF-16 text"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn runaway_titles_are_cut() {
+        let heading = format!("# {}\n\nbody\n", "word ".repeat(10_000));
+        let (_, s) = one("long.md", heading.as_bytes());
+        let title = s.unwrap().envelope.title;
+        assert!(
+            title.chars().count() <= super::super::MAX_TITLE_CHARS,
+            "{}",
+            title.len()
+        );
+        assert!(title.ends_with("word…"), "{title}");
+        let (_, s) = one(
+            "x.md",
+            format!("---\ntitle: {}\n---\n", "é".repeat(2_000)).as_bytes(),
+        );
+        let title = s.unwrap().envelope.title;
+        assert_eq!(title.chars().count(), super::super::MAX_TITLE_CHARS);
     }
 
     #[test]

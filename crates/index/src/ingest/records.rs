@@ -8,12 +8,12 @@ use std::path::Path;
 use finder_core::{Envelope, IndexSettings};
 use serde_json::{Map, Value};
 
-use super::{derive_summary, fragment};
+use super::{clip_title, derive_summary, fragment};
 use crate::document::{Problem, SourceDoc};
 
 /// Which field names a record file uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Layout {
+pub(crate) enum Layout {
     /// Finder records: `id`, `title`, `text`, `date`, `tags`, `summary`, `extras`.
     Records,
     /// BEIR corpus: `_id`, `title`, `text`, `metadata` (its scalars become extras).
@@ -59,7 +59,7 @@ pub(super) fn read_records(
 }
 
 /// Reads records line by line from `reader`; `name` is the file name used in problem places.
-pub(super) fn read_lines(
+pub(crate) fn read_lines(
     mut reader: impl BufRead,
     name: &str,
     layout: Layout,
@@ -89,8 +89,16 @@ pub(super) fn read_lines(
         line_no += 1;
         let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let line_start = offset;
+        let mut line_start = offset;
         offset += read;
+        // Windows tools often start a UTF-8 file with a byte-order mark.
+        let line = match line.strip_prefix(BOM) {
+            Some(rest) if line_no == 1 => {
+                line_start += BOM.len();
+                rest
+            }
+            _ => line,
+        };
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
@@ -122,6 +130,13 @@ pub(super) fn read_lines(
     }
 }
 
+const BOM: &[u8] = b"\xef\xbb\xbf";
+
+/// Longest id, in bytes. The id is the source's delete and lookup key, one raw term in the
+/// index, and the index drops terms past 65,530 bytes: a source with a longer id could never
+/// be replaced or removed.
+pub(crate) const MAX_ID_BYTES: usize = 4_096;
+
 /// One usable record.
 struct Record {
     id: String,
@@ -145,7 +160,7 @@ impl Record {
         SourceDoc {
             origin: origin.to_string(),
             envelope: Envelope {
-                title: self.title,
+                title: clip_title(self.title),
                 path: self.id.clone(),
                 date: self.date,
                 tags: self.tags,
@@ -214,6 +229,12 @@ fn parse_line(line: &[u8], line_start: usize, layout: Layout) -> Result<Record, 
             )))
         }
     };
+    if id.len() > MAX_ID_BYTES {
+        return Err(Invalid::new(format!(
+            "`{id_key}` is {} bytes long; at most {MAX_ID_BYTES}",
+            id.len()
+        )));
+    }
     fields(&object, id.clone(), layout).map_err(|reason| Invalid {
         reason,
         id: Some(id),
@@ -236,20 +257,9 @@ fn fields(object: &Map<String, Value>, id: String, layout: Layout) -> Result<Rec
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(items)) => items
             .iter()
-            .map(|r| {
-                let to = r
-                    .get("to")
-                    .and_then(scalar)
-                    .filter(|s| !s.trim().is_empty());
-                let kind = r
-                    .get("kind")
-                    .and_then(Value::as_str)
-                    .unwrap_or("relates")
-                    .to_string();
-                to.map(|to| (to, kind))
-            })
-            .collect::<Option<Vec<_>>>()
-            .ok_or("`relations` must be an array of {\"to\": id, \"kind\": name}")?,
+            .enumerate()
+            .map(|(i, r)| relation(r).map_err(|why| format!("`relations`, item {}: {why}", i + 1)))
+            .collect::<Result<Vec<_>, String>>()?,
         Some(_) => {
             return Err("`relations` must be an array of {\"to\": id, \"kind\": name}".into())
         }
@@ -324,6 +334,26 @@ fn fields(object: &Map<String, Value>, id: String, layout: Layout) -> Result<Rec
         aliases,
         relations,
     })
+}
+
+/// One declared relation: `{"to": id, "kind": name}`; the kind defaults to `relates`.
+fn relation(value: &Value) -> Result<(String, String), String> {
+    let Value::Object(r) = value else {
+        return Err("expected {\"to\": id, \"kind\": name}".to_string());
+    };
+    let to = match r.get("to") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::String(_)) => return Err("`to` is empty".to_string()),
+        None | Some(Value::Null) => return Err("missing `to` (a source id)".to_string()),
+        Some(_) => return Err("`to` must be a string or number".to_string()),
+    };
+    let kind = match r.get("kind") {
+        None | Some(Value::Null) => "relates".to_string(),
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        Some(_) => return Err("`kind` must be a non-empty string".to_string()),
+    };
+    Ok((to, kind))
 }
 
 fn string_list(object: &Map<String, Value>, key: &str) -> Result<Vec<String>, String> {
@@ -502,6 +532,59 @@ mod tests {
             assert_eq!(problems[0].source_id.as_deref(), id, "{line}");
             assert_eq!(problems[0].place, "in.jsonl:1");
         }
+    }
+
+    #[test]
+    fn bad_relations_name_the_item_and_what_is_wrong() {
+        let cases = [
+            (r#""x""#, "`relations` must be an array"),
+            (r#"[1]"#, "`relations`, item 1: expected {\"to\": id"),
+            (
+                r#"[{"to": "a"}, {"kind": "is"}]"#,
+                "`relations`, item 2: missing `to`",
+            ),
+            (r#"[{"to": " "}]"#, "`relations`, item 1: `to` is empty"),
+            (
+                r#"[{"to": ["a"]}]"#,
+                "`relations`, item 1: `to` must be a string or number",
+            ),
+            (
+                r#"[{"to": "a", "kind": 3}]"#,
+                "`relations`, item 1: `kind` must be a non-empty string",
+            ),
+        ];
+        for (relations, reason) in cases {
+            let line = format!(r#"{{"id": "k", "text": "", "relations": {relations}}}"#);
+            let (sources, problems) = read(&line, Layout::Records);
+            assert!(sources.is_empty(), "{line}");
+            assert!(
+                problems[0].reason.starts_with(reason),
+                "{line}: {problems:?}"
+            );
+            assert_eq!(problems[0].source_id.as_deref(), Some("k"));
+        }
+        let line =
+            r#"{"id": "k", "text": "", "relations": [{"to": 7}, {"to": "b", "kind": "cites"}]}"#;
+        let (sources, _) = read(line, Layout::Records);
+        assert_eq!(
+            sources[0].relations,
+            vec![("7".into(), "relates".into()), ("b".into(), "cites".into())]
+        );
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped_and_long_ids_refused() {
+        let text = "\u{feff}{\"id\": \"a\", \"text\": \"one\"}\n";
+        let (sources, problems) = read(text, Layout::Records);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(sources[0].id, "a");
+        let long = format!(
+            r#"{{"id": "{}", "text": ""}}"#,
+            "x".repeat(MAX_ID_BYTES + 1)
+        );
+        let (sources, problems) = read(&long, Layout::Records);
+        assert!(sources.is_empty());
+        assert_eq!(problems[0].reason, "`id` is 4097 bytes long; at most 4096");
     }
 
     #[test]

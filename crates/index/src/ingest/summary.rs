@@ -102,32 +102,34 @@ fn is_rule(t: &str) -> bool {
 /// code ticks, `*`, `~~` and word-edge `_` dropped. Whitespace is collapsed.
 pub(super) fn strip_inline(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
+    let mut next = Next::new(text);
+    let mut at = 0;
     let mut prev: Option<char> = None;
-    while let Some(c) = rest.chars().next() {
-        if let Some(after) = rest.strip_prefix("![[") {
-            if let Some(close) = after.find("]]") {
-                rest = &after[close + 2..];
+    while let Some(c) = text[at..].chars().next() {
+        let rest = &text[at..];
+        if rest.starts_with("![[") {
+            if let Some(close) = next.find(at + 3, CLOSE_WIKI) {
+                at = close + 2;
                 continue;
             }
         }
-        if let Some(after) = rest.strip_prefix("[[") {
-            if let Some(close) = after.find("]]") {
-                let inner = &after[..close];
+        if rest.starts_with("[[") {
+            if let Some(close) = next.find(at + 2, CLOSE_WIKI) {
+                let inner = &text[at + 2..close];
                 out.push_str(inner.split('|').next().unwrap_or(inner));
-                rest = &after[close + 2..];
+                at = close + 2;
                 continue;
             }
         }
-        if let Some((label, len)) = markdown_link(rest) {
+        if let Some((label, end)) = markdown_link(text, at, &mut next) {
             if !rest.starts_with('!') {
                 out.push_str(label);
             }
-            rest = &rest[len..];
+            at = end;
             continue;
         }
-        rest = &rest[c.len_utf8()..];
-        let next = rest.chars().next();
+        at += c.len_utf8();
+        let next = text[at..].chars().next();
         let dropped = match c {
             '`' | '*' => true,
             '~' => next == Some('~') || prev == Some('~'),
@@ -146,19 +148,63 @@ pub(super) fn strip_inline(text: &str) -> String {
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// `[label](url)` or `![alt](url)` at the start of `text`: the label and the syntax length.
-fn markdown_link(text: &str) -> Option<(&str, usize)> {
-    let open = if text.starts_with("![") {
-        2
-    } else if text.starts_with('[') {
-        1
+/// `[label](url)` or `![alt](url)` starting at byte `at`: the label and the byte after the
+/// syntax.
+fn markdown_link<'t>(text: &'t str, at: usize, next: &mut Next<'_>) -> Option<(&'t str, usize)> {
+    let rest = &text[at..];
+    let open = if rest.starts_with("![") {
+        at + 2
+    } else if rest.starts_with('[') {
+        at + 1
     } else {
         return None;
     };
-    let close = text[open..].find(']')? + open;
-    let target = text[close + 1..].strip_prefix('(')?;
-    let end = target.find(')')?;
-    Some((&text[open..close], close + 2 + end + 1))
+    let close = next.find(open, CLOSE_LABEL)?;
+    if text.as_bytes().get(close + 1) != Some(&b'(') {
+        return None;
+    }
+    let end = next.find(close + 2, CLOSE_URL)?;
+    Some((&text[open..close], end + 1))
+}
+
+const CLOSE_WIKI: usize = 0;
+const CLOSE_LABEL: usize = 1;
+const CLOSE_URL: usize = 2;
+
+/// The first `]]`, `]` or `)` at or after a byte, remembered. Lookups only move forward, so a
+/// line of a million unclosed brackets costs one scan rather than one scan per bracket.
+struct Next<'t> {
+    text: &'t str,
+    /// Per needle: where the last search started and what it found.
+    last: [Option<(usize, Option<usize>)>; 3],
+}
+
+impl<'t> Next<'t> {
+    const NEEDLES: [&'static str; 3] = ["]]", "]", ")"];
+
+    fn new(text: &'t str) -> Self {
+        Next {
+            text,
+            last: [None; 3],
+        }
+    }
+
+    fn find(&mut self, from: usize, needle: usize) -> Option<usize> {
+        // A search from at or before `from` that found nothing, or found something at or
+        // after `from`, answers for `from` too: nothing lies between.
+        if let Some((searched, found)) = self.last[needle] {
+            if searched <= from && found.is_none_or(|f| f >= from) {
+                return found;
+            }
+        }
+        let found = self
+            .text
+            .get(from..)
+            .and_then(|rest| rest.find(Self::NEEDLES[needle]))
+            .map(|i| from + i);
+        self.last[needle] = Some((from, found));
+        found
+    }
 }
 
 /// `text` cut to at most `max_chars` characters: at a sentence end when one keeps at least
@@ -181,6 +227,24 @@ fn clip(text: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_of_unclosed_brackets_is_read_in_one_pass() {
+        // Each bracket used to search the rest of the line: quadratic, hours for megabytes.
+        for line in [
+            "[".repeat(400_000),
+            "[[".repeat(200_000) + "]",
+            "[a]".repeat(100_000) + "(",
+            "![".repeat(200_000),
+        ] {
+            let started = std::time::Instant::now();
+            let out = strip_inline(&line);
+            assert!(!out.is_empty());
+            assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+        }
+        // The same reading as before: a label runs to the first `]`.
+        assert_eq!(strip_inline("[a [b](c) [[d|e]] ![x](y) ![[z]]"), "a [b d");
+    }
 
     #[test]
     fn markup_is_stripped_and_whitespace_collapsed() {

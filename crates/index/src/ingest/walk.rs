@@ -73,7 +73,21 @@ pub(super) fn note_files(root: &Path) -> Vec<Result<NoteFile, Problem>> {
             }
             continue;
         }
-        if !entry.file_type().is_file() || !is_note_name(&name) {
+        if !is_note_name(&name) || entry.file_type().is_dir() {
+            continue;
+        }
+        if !entry.file_type().is_file() {
+            // A FIFO, socket or device named like a note: opening a FIFO would wait for a
+            // writer forever, so it is reported and never opened.
+            let problem = Problem {
+                place: id.clone(),
+                reason: format!(
+                    "not a regular file ({}); not read",
+                    special_kind(&entry.file_type())
+                ),
+                source_id: Some(id.clone()),
+            };
+            found.push((id, Err(problem)));
             continue;
         }
         if entry
@@ -104,6 +118,25 @@ pub(super) fn note_files(root: &Path) -> Vec<Result<NoteFile, Problem>> {
     }
     found.sort_by(|a, b| a.0.cmp(&b.0));
     found.into_iter().map(|(_, item)| item).collect()
+}
+
+/// What kind of special file a non-regular, non-folder, non-link entry is.
+pub(super) fn special_kind(file_type: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return "a FIFO";
+        }
+        if file_type.is_socket() {
+            return "a socket";
+        }
+        if file_type.is_block_device() || file_type.is_char_device() {
+            return "a device";
+        }
+    }
+    let _ = file_type;
+    "a special file"
 }
 
 /// `path` relative to `root`, with `/` between components.
@@ -175,6 +208,28 @@ mod tests {
                 Err("link.md: symlink not followed".into()),
                 Err("linked_dir: symlink not followed".into()),
                 Ok("real.md".into()),
+            ]
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn special_files_named_like_notes_are_reported_unopened() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let fifo = root.join("pipe.md");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("mkfifo unavailable; skipping");
+            return;
+        }
+        fs::create_dir_all(root.join("folder.md")).unwrap();
+        fs::write(root.join("folder.md/inner.md"), "x").unwrap();
+        assert_eq!(
+            ids(root),
+            vec![
+                Ok("folder.md/inner.md".into()),
+                Err("pipe.md: not a regular file (a FIFO); not read".into()),
             ]
         );
     }

@@ -1,6 +1,7 @@
 //! Integration tests of the index crate: the BM25 scorer against oracles, incremental and
 //! atomic indexing, extents, and query-time settings.
 
+mod bad_inputs;
 mod bm25;
 mod graph;
 mod graph_layer;

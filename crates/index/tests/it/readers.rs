@@ -31,7 +31,7 @@ fn write_generation(root: &Path, generation: u32) {
     }
     for i in 0..4 {
         let path = notes.join(format!("extra{i}.md"));
-        if generation % 2 == 0 {
+        if generation.is_multiple_of(2) {
             std::fs::write(
                 &path,
                 format!("# Extra {i} mk{generation}\n\nmk{generation} shared extra\n"),
@@ -73,7 +73,7 @@ fn check_response(finder: &Finder) -> u32 {
             .collect::<Vec<_>>()
     );
     let generation = *seen.first().unwrap();
-    let expected = SOURCES + if generation % 2 == 0 { 4 } else { 0 };
+    let expected = SOURCES + if generation.is_multiple_of(2) { 4 } else { 0 };
     assert_eq!(
         response.hits.len(),
         expected,
