@@ -1,0 +1,123 @@
+//! Where the data lives: the shards, each with one URL for writes and a list for reads, and
+//! which shard holds a source.
+
+use finder_core::SourceKey;
+use postgres::{Client, NoTls};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{db, PgError, Result};
+
+/// One shard: a PostgreSQL database (on its own server or not).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardUrls {
+    /// The primary: indexing runs write here.
+    pub write: String,
+    /// Streaming replicas queries read from, tried in turn (a query node starts at a place
+    /// given by its process id, so nodes spread over them); empty means the primary.
+    #[serde(default)]
+    pub read: Vec<String>,
+}
+
+/// The backend's configuration (`backend = "postgres"`): the shards, in a fixed order. A
+/// source lives on shard `source_key mod shards`, so the list may not be reordered or grown
+/// without re-indexing (each shard records its place and refuses another).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PgConfig {
+    pub shards: Vec<ShardUrls>,
+}
+
+impl PgConfig {
+    /// One database for everything, read and written through `url`.
+    pub fn single(url: &str) -> PgConfig {
+        PgConfig {
+            shards: vec![ShardUrls {
+                write: url.to_string(),
+                read: Vec::new(),
+            }],
+        }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.shards.is_empty() {
+            return Err(PgError::Config("no shards configured".into()));
+        }
+        for (i, s) in self.shards.iter().enumerate() {
+            if s.write.trim().is_empty() {
+                return Err(PgError::Config(format!("shard {i} has no write URL")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The URLs a query node reads shard `shard` from, in the order to try them.
+    pub(crate) fn read_urls(&self, shard: usize) -> Vec<&str> {
+        let s = &self.shards[shard];
+        if s.read.is_empty() {
+            return vec![s.write.as_str()];
+        }
+        let start = std::process::id() as usize % s.read.len();
+        s.read[start..]
+            .iter()
+            .chain(&s.read[..start])
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// The shard that holds a source: stable because source keys are.
+pub fn shard_of(source: SourceKey, shards: usize) -> usize {
+    (source.0 % shards as u64) as usize
+}
+
+/// Opens a connection (no TLS yet: loopback or a private network).
+pub(crate) fn connect(url: &str, shard: usize) -> Result<Client> {
+    Client::connect(url, NoTls).map_err(db(format!("shard {shard}: connecting")))
+}
+
+/// Connects to the first reachable URL of `urls`.
+pub(crate) fn connect_any(urls: &[&str], shard: usize) -> Result<Client> {
+    let mut last = None;
+    for url in urls {
+        match connect(url, shard) {
+            Ok(c) => return Ok(c),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| PgError::Config(format!("shard {shard} has no URL"))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_spread_over_shards_stably() {
+        let key = finder_index::source_key("notes/a.md");
+        assert_eq!(shard_of(key, 3), shard_of(key, 3));
+        assert_eq!(shard_of(key, 1), 0);
+        let mut counts = [0usize; 4];
+        for i in 0..400 {
+            counts[shard_of(finder_index::source_key(&format!("n{i}.md")), 4)] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 60), "{counts:?}");
+    }
+
+    #[test]
+    fn config_is_validated_and_reads_fall_back_to_the_primary() {
+        assert!(PgConfig { shards: vec![] }.validate().is_err());
+        let c = PgConfig::single("postgresql://u@h/db");
+        c.validate().unwrap();
+        assert_eq!(c.read_urls(0), vec!["postgresql://u@h/db"]);
+        let r = PgConfig {
+            shards: vec![ShardUrls {
+                write: "w".into(),
+                read: vec!["r1".into(), "r2".into()],
+            }],
+        };
+        let mut urls = r.read_urls(0);
+        urls.sort();
+        assert_eq!(urls, vec!["r1", "r2"]);
+    }
+}

@@ -1,0 +1,42 @@
+//! The crate's one error type.
+
+use finder_index::Problem;
+
+/// What can go wrong talking to PostgreSQL or writing a run.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    /// The server refused or failed a statement, or the connection broke. `place` names the
+    /// shard and what was being done, never the URL (it may hold a password).
+    #[error("PostgreSQL, {place}: {source}")]
+    Db {
+        place: String,
+        #[source]
+        source: postgres::Error,
+    },
+    /// An input that cannot be read at all.
+    #[error("{0}")]
+    Input(Problem),
+    /// Another indexing run holds the write lock of a shard.
+    #[error("another indexing run is writing to shard {0}; try again when it is done")]
+    Busy(usize),
+    /// What the database holds does not fit what this build or these settings expect.
+    #[error("shard {shard}: {reason}")]
+    Mismatch { shard: usize, reason: String },
+    /// A bad backend configuration (no shards, a shard without a URL, …).
+    #[error("PostgreSQL backend configuration: {0}")]
+    Config(String),
+    /// A shard no indexing run has written to yet.
+    #[error("shard {0} holds no Finder index yet; run an indexing pass into it first")]
+    NotIndexed(usize),
+    /// `like` names a source no shard holds.
+    #[error("unknown source `{0}`")]
+    UnknownSource(String),
+}
+
+pub type Result<T, E = PgError> = std::result::Result<T, E>;
+
+/// Attaches a place to a driver error.
+pub(crate) fn db(place: impl Into<String>) -> impl FnOnce(postgres::Error) -> PgError {
+    let place = place.into();
+    move |source| PgError::Db { place, source }
+}

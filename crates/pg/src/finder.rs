@@ -1,0 +1,642 @@
+//! A query node over PostgreSQL: connections to each shard's read URL, and the
+//! [`Retriever`] that runs Finder's pipeline over them.
+//!
+//! A query node holds no index state, only connections: any number of them can serve the
+//! same shards. Each query reads one snapshot per shard (a `REPEATABLE READ READ ONLY`
+//! transaction), fans out to the shards in parallel, and merges per-shard lists by score into
+//! one list per channel, which is exactly the unsharded list because the scores are global
+//! (BM25 with statistics summed over shards, cosine similarity). Fusion, rollup and the
+//! refinements then run unchanged in `finder_core`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use finder_core::{
+    bm25_idf, Channel, ChannelOutcome, Embed, EmbedBackend, Extent, FragmentKey, FragmentMeta,
+    GraphState, Query, RankedList, Retriever, ScoredFragment, SearchResponse, Settings, SourceKey,
+    SourceView, StageTime, TrigramMode,
+};
+use postgres::Client;
+
+use crate::cluster::{connect_any, shard_of, PgConfig};
+use crate::error::{db, PgError, Result};
+use crate::schema::{self, to_db, RunRecord, TRIGRAMS, WORDS};
+use crate::search::{self, Found, Meta, Stats};
+use crate::terms::{count, Analyzers};
+
+/// Why there is no graph layer yet.
+const NO_GRAPH: &str = "the relation graph is not built over PostgreSQL yet";
+
+/// The query-side embedding model (as in the embedded engine).
+enum Semantic {
+    Detached,
+    Off,
+    Unavailable(String),
+    Ready(Arc<dyn Embed>),
+}
+
+/// Finder over PostgreSQL, opened for queries.
+pub struct PgFinder {
+    config: PgConfig,
+    /// One read connection per shard; a query holds all of them for its snapshot.
+    conns: Vec<Mutex<Client>>,
+    /// What each shard's last run recorded, read at open.
+    records: Vec<RunRecord>,
+    settings: Settings,
+    analyzers: Analyzers,
+    semantic: Semantic,
+    extensions: finder_core::Extensions,
+}
+
+impl PgFinder {
+    /// Connects to each shard's read URL (the first that answers) with `settings` as the base
+    /// for queries; the index-time settings come from what the shards hold.
+    pub fn open(config: &PgConfig, settings: Settings) -> Result<PgFinder> {
+        config.validate()?;
+        let n = config.shards.len();
+        let mut conns = Vec::with_capacity(n);
+        let mut records = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut client = connect_any(&config.read_urls(i), i)?;
+            let record = schema::read_meta(&mut client, i, n)?.ok_or(PgError::NotIndexed(i))?;
+            if let Some(first) = records.first() {
+                let first: &RunRecord = first;
+                if first.settings != record.settings || first.dim != record.dim {
+                    return Err(PgError::Mismatch {
+                        shard: i,
+                        reason: "its index-time settings differ from shard 0's; index all shards in one run".into(),
+                    });
+                }
+            }
+            records.push(record);
+            conns.push(Mutex::new(client));
+        }
+        let mut settings = settings;
+        settings.index = records[0].settings.clone();
+        Ok(PgFinder {
+            config: config.clone(),
+            conns,
+            analyzers: Analyzers::new(&settings.index.language),
+            records,
+            settings,
+            semantic: Semantic::Detached,
+            extensions: finder_core::Extensions::default(),
+        })
+    }
+
+    /// Attaches the query-side embedding model: `Ok(None)` when the semantic layer is off,
+    /// `Err(reason)` when it is unavailable.
+    pub fn attach_embedder(
+        &mut self,
+        embedder: std::result::Result<Option<Arc<dyn Embed>>, String>,
+    ) {
+        self.semantic = match embedder {
+            Ok(Some(e)) => Semantic::Ready(e),
+            Ok(None) => Semantic::Off,
+            Err(reason) => Semantic::Unavailable(reason),
+        };
+    }
+
+    /// Attaches the reranker and plugin retrievers of the refinement stages.
+    pub fn attach_refiners(
+        &mut self,
+        reranker: Option<Arc<dyn finder_core::Reranker>>,
+        plugins: Vec<Arc<dyn finder_core::PluginRetriever>>,
+    ) {
+        self.extensions.reranker = reranker;
+        self.extensions.plugins = plugins;
+    }
+
+    /// The base settings (index-time values as indexed).
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// What each shard's last run recorded (as read at open).
+    pub fn records(&self) -> &[RunRecord] {
+        &self.records
+    }
+
+    /// Runs one query through the whole pipeline.
+    pub fn search(
+        &self,
+        query: &str,
+        settings: &Settings,
+        offset: usize,
+        limit: usize,
+    ) -> Result<SearchResponse> {
+        self.search_with_vector(query, None, settings, offset, limit)
+    }
+
+    /// Like [`PgFinder::search`], with the query's vector given.
+    pub fn search_with_vector(
+        &self,
+        query: &str,
+        vector: Option<&[f32]>,
+        settings: &Settings,
+        offset: usize,
+        limit: usize,
+    ) -> Result<SearchResponse> {
+        let mut request = Query::text(query, offset, limit);
+        request.vector = vector.map(<[f32]>::to_vec);
+        self.query(&request, settings)
+    }
+
+    /// Runs a full request through the pipeline, on one snapshot per shard.
+    pub fn query(&self, request: &Query, settings: &Settings) -> Result<SearchResponse> {
+        let run = self.begin(request.vector.clone())?;
+        finder_core::search_with(&run, request, settings, &self.extensions)
+    }
+
+    /// A source by id, as hits show it.
+    pub fn source(&self, id: &str) -> Result<Option<SourceView>> {
+        let run = self.begin(None)?;
+        Retriever::source(&run, finder_index::source_key(id))
+    }
+
+    /// Takes every shard's connection (in shard order, so concurrent queries never deadlock),
+    /// reconnecting a broken one, and opens the query's snapshot on each.
+    fn begin(&self, vector: Option<Vec<f32>>) -> Result<PgQuery<'_>> {
+        let mut guards = Vec::with_capacity(self.conns.len());
+        for (i, conn) in self.conns.iter().enumerate() {
+            let mut guard = conn.lock().unwrap_or_else(|e| e.into_inner());
+            if guard.is_closed() {
+                *guard = connect_any(&self.config.read_urls(i), i)?;
+            }
+            guard
+                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                .map_err(db(format!("shard {i}: opening the query's snapshot")))?;
+            guards.push(guard);
+        }
+        Ok(PgQuery {
+            finder: self,
+            conns: RefCell::new(guards),
+            seen: RefCell::new(HashMap::new()),
+            extra: RefCell::new(Vec::new()),
+            vector,
+        })
+    }
+}
+
+/// One query's view: a snapshot per shard and what its channels found.
+struct PgQuery<'a> {
+    finder: &'a PgFinder,
+    conns: RefCell<Vec<MutexGuard<'a, Client>>>,
+    seen: RefCell<HashMap<FragmentKey, Meta>>,
+    extra: RefCell<Vec<StageTime>>,
+    vector: Option<Vec<f32>>,
+}
+
+impl Drop for PgQuery<'_> {
+    fn drop(&mut self) {
+        for conn in self.conns.get_mut().iter_mut() {
+            let _ = conn.batch_execute("ROLLBACK");
+        }
+    }
+}
+
+impl PgQuery<'_> {
+    fn shards(&self) -> usize {
+        self.finder.conns.len()
+    }
+
+    /// Runs `f` on every shard, in parallel when there are several.
+    fn fan_out<T: Send>(
+        &self,
+        f: impl Fn(usize, &mut Client) -> Result<T> + Sync,
+    ) -> Result<Vec<T>> {
+        let mut conns = self.conns.borrow_mut();
+        if conns.len() == 1 {
+            return Ok(vec![f(0, &mut conns[0])?]);
+        }
+        let f = &f;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = conns
+                .iter_mut()
+                .enumerate()
+                .map(|(i, c)| {
+                    let client: &mut Client = c;
+                    scope.spawn(move || f(i, client))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("shard query thread panicked"))
+                .collect()
+        })
+    }
+
+    /// Runs `f` on one shard.
+    fn on<T>(&self, shard: usize, f: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
+        let mut conns = self.conns.borrow_mut();
+        f(&mut conns[shard])
+    }
+
+    fn remember(&self, found: &[Found]) {
+        let mut seen = self.seen.borrow_mut();
+        for f in found {
+            seen.insert(f.fragment, f.meta);
+        }
+    }
+
+    fn lookup(&self, fragment: FragmentKey) -> Result<Option<Meta>> {
+        if let Some(m) = self.seen.borrow().get(&fragment) {
+            return Ok(Some(*m));
+        }
+        self.lookup_many(&[fragment])?;
+        Ok(self.seen.borrow().get(&fragment).copied())
+    }
+
+    /// Looks up fragments not seen yet on every shard (a fragment key does not say its
+    /// shard).
+    fn lookup_many(&self, fragments: &[FragmentKey]) -> Result<()> {
+        let missing: Vec<FragmentKey> = {
+            let seen = self.seen.borrow();
+            fragments
+                .iter()
+                .copied()
+                .filter(|f| !seen.contains_key(f))
+                .collect()
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let found = self.fan_out(|i, c| search::lookup(c, i, &missing))?;
+        let mut seen = self.seen.borrow_mut();
+        for (fragment, meta) in found.into_iter().flatten() {
+            seen.insert(fragment, meta);
+        }
+        Ok(())
+    }
+
+    /// Merges per-shard lists by score (global scores, so this is the unsharded list), ties
+    /// on the key, and keeps the best `depth`.
+    fn merge(&self, channel: Channel, lists: Vec<Vec<Found>>, depth: usize) -> ChannelOutcome {
+        let mut all: Vec<Found> = lists.into_iter().flatten().collect();
+        all.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(a.fragment.cmp(&b.fragment))
+        });
+        all.truncate(depth);
+        self.remember(&all);
+        ChannelOutcome::Ran(RankedList {
+            channel,
+            hits: all
+                .iter()
+                .map(|f| ScoredFragment {
+                    fragment: f.fragment,
+                    score: f.score,
+                })
+                .collect(),
+        })
+    }
+
+    fn bm25(
+        &self,
+        channel: Channel,
+        field: i16,
+        query: &str,
+        settings: &Settings,
+        depth: usize,
+    ) -> Result<ChannelOutcome> {
+        let mut analyzers = self.finder.analyzers.clone();
+        let analyzer = if field == WORDS {
+            &mut analyzers.words
+        } else {
+            &mut analyzers.trigrams
+        };
+        let counted = count(finder_index::testing::analyze(analyzer, query));
+        if counted.is_empty() {
+            return Ok(ChannelOutcome::Skipped(
+                "the query has no searchable terms".into(),
+            ));
+        }
+        let terms: Vec<String> = counted.iter().map(|(t, _)| t.clone()).collect();
+        let mut global = Stats::default();
+        for s in self.fan_out(|i, c| search::stats(c, i, field, &terms))? {
+            global.add(&s);
+        }
+        // The embedded scorer's constants: IDF over all fragments, average length over them.
+        let avg_len = if global.docs == 0 {
+            1.0
+        } else {
+            (global.tokens as f32 / global.docs as f32).max(f32::MIN_POSITIVE)
+        };
+        let (mut live, mut weights) = (Vec::new(), Vec::new());
+        for ((term, qtf), df) in counted.iter().zip(&global.df) {
+            if *df > 0 {
+                live.push(term.clone());
+                weights.push(f64::from(bm25_idf(global.docs, *df) * *qtf as f32));
+            }
+        }
+        if live.is_empty() {
+            return Ok(self.merge(channel, Vec::new(), depth));
+        }
+        let params = (settings.lexical.k1, settings.lexical.b);
+        let lists = self
+            .fan_out(|i, c| search::bm25(c, i, field, &live, &weights, params, avg_len, depth))?;
+        Ok(self.merge(channel, lists, depth))
+    }
+
+    fn dim(&self) -> Option<usize> {
+        self.finder.records[0].dim
+    }
+
+    fn vector(&self, request: &Query, settings: &Settings, depth: usize) -> Result<ChannelOutcome> {
+        let degraded = |why: String| Ok(ChannelOutcome::Degraded(why));
+        if !settings.vector.enabled {
+            return Ok(ChannelOutcome::Skipped("vector.enabled = false".into()));
+        }
+        let Some(dim) = self.dim() else {
+            return degraded(
+                "no vectors stored (index with embed.backend = \"precomputed\")".into(),
+            );
+        };
+        if let (Some(id), None) = (&request.like, &self.vector) {
+            // Recommend: the target's own vectors, averaged, are the query.
+            let mut sum = vec![0f32; dim];
+            for key in self.like_fragments(id)? {
+                if let Some(v) = self.fragment_vector(key) {
+                    sum.iter_mut().zip(v).for_each(|(s, x)| *s += x);
+                }
+            }
+            if sum.iter().any(|&x| x != 0.0) {
+                return self.nearest(&sum, settings, depth);
+            }
+            return Ok(ChannelOutcome::Skipped(
+                "the target source has no vectors".into(),
+            ));
+        }
+        if let Some(given) = &self.vector {
+            if given.len() != dim {
+                return degraded(format!(
+                    "the query vector has {} numbers, the index's vectors {dim}",
+                    given.len()
+                ));
+            }
+            return self.nearest(given, settings, depth);
+        }
+        let embedder = match &self.finder.semantic {
+            Semantic::Off => return Ok(ChannelOutcome::Skipped("embed.backend = \"none\"".into())),
+            Semantic::Detached if settings.embed.backend == EmbedBackend::None => {
+                return Ok(ChannelOutcome::Skipped("embed.backend = \"none\"".into()))
+            }
+            Semantic::Detached => {
+                return degraded("no embedding model attached to this reader".into())
+            }
+            Semantic::Unavailable(reason) => return degraded(reason.clone()),
+            Semantic::Ready(e) => Arc::clone(e),
+        };
+        if request.text.trim().is_empty() {
+            return Ok(ChannelOutcome::Skipped("the query is empty".into()));
+        }
+        let started = Instant::now();
+        let timeout = Duration::from_millis(settings.vector.query_embed_timeout_ms);
+        let embedded = embed_with_timeout(embedder, request.text.clone(), timeout);
+        self.extra.borrow_mut().push(StageTime {
+            stage: "vector.embed".into(),
+            ms: started.elapsed().as_secs_f64() * 1e3,
+        });
+        match embedded {
+            Ok(v) if v.len() == dim => self.nearest(&v, settings, depth),
+            Ok(v) => degraded(format!(
+                "the model returned {} dimensions, the index has {dim}",
+                v.len()
+            )),
+            Err(reason) => degraded(reason),
+        }
+    }
+
+    /// Nearest fragments over all shards: each shard's HNSW window (half again as wide as
+    /// `depth`, as in the embedded index), exact cosine, cut at `max_vector_distance`.
+    fn nearest(&self, vector: &[f32], settings: &Settings, depth: usize) -> Result<ChannelOutcome> {
+        let v = &settings.vector;
+        let text = crate::writer::vector_text(vector);
+        let window = depth + depth / 2;
+        let lists = self.fan_out(|i, c| {
+            let mut found = search::nearest(c, i, &text, window, v.ef_search)?;
+            found.retain(|f| 1.0 - f.score <= v.max_vector_distance);
+            Ok(found)
+        })?;
+        Ok(self.merge(Channel::Vector, lists, depth))
+    }
+
+    /// Body and extent of a fragment.
+    fn body(&self, fragment: FragmentKey) -> Result<Option<(String, Extent)>> {
+        let Some(meta) = self.lookup(fragment)? else {
+            return Ok(None);
+        };
+        let row = self.on(meta.shard, |c| {
+            c.query_opt(
+                "SELECT body, byte_start, byte_end, line_start, line_end
+                 FROM finder_fragments WHERE fkey = $1",
+                &[&to_db(fragment.0)],
+            )
+            .map_err(db(format!("shard {}: reading a fragment", meta.shard)))
+        })?;
+        Ok(row.map(|r| {
+            (
+                r.get(0),
+                Extent {
+                    byte_start: r.get::<_, i64>(1) as u64,
+                    byte_end: r.get::<_, i64>(2) as u64,
+                    line_start: r.get::<_, i32>(3) as u32,
+                    line_end: r.get::<_, i32>(4) as u32,
+                },
+            )
+        }))
+    }
+}
+
+/// Embeds the query on another thread and gives up after `timeout`.
+fn embed_with_timeout(
+    embedder: Arc<dyn Embed>,
+    query: String,
+    timeout: Duration,
+) -> std::result::Result<Vec<f32>, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(embedder.embed(&[query.as_str()]));
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(mut vectors)) if vectors.len() == 1 => Ok(vectors.remove(0)),
+        Ok(Ok(_)) => Err("the model returned no vector for the query".into()),
+        Ok(Err(e)) => Err(format!("query embedding failed: {e}")),
+        Err(_) => Err(format!(
+            "query embedding took longer than {} ms (vector.query_embed_timeout_ms)",
+            timeout.as_millis()
+        )),
+    }
+}
+
+impl Retriever for PgQuery<'_> {
+    type Error = PgError;
+
+    fn channels(&self) -> Vec<Channel> {
+        vec![
+            Channel::Lexical,
+            Channel::Trigram,
+            Channel::Vector,
+            Channel::Entities,
+        ]
+    }
+
+    fn retrieve(
+        &self,
+        channel: Channel,
+        request: &Query,
+        settings: &Settings,
+        depth: usize,
+    ) -> Result<ChannelOutcome> {
+        let query = request.text.as_str();
+        match channel {
+            Channel::Lexical | Channel::Trigram if !settings.lexical.enabled => {
+                Ok(ChannelOutcome::Skipped("lexical.enabled = false".into()))
+            }
+            Channel::Lexical => self.bm25(channel, WORDS, query, settings, depth),
+            Channel::Trigram => {
+                match settings.lexical.trigram {
+                    TrigramMode::Off => {
+                        return Ok(ChannelOutcome::Skipped("lexical.trigram = off".into()))
+                    }
+                    TrigramMode::Auto if !finder_index::looks_like_identifier(query) => {
+                        return Ok(ChannelOutcome::Skipped(
+                            "no identifier-like token in the query (lexical.trigram = auto)".into(),
+                        ))
+                    }
+                    _ => {}
+                }
+                if !self.finder.settings.index.trigrams {
+                    return Ok(ChannelOutcome::Degraded(
+                        "the index was built with index.trigrams = false".into(),
+                    ));
+                }
+                self.bm25(channel, TRIGRAMS, query, settings, depth)
+            }
+            Channel::Vector => self.vector(request, settings, depth),
+            Channel::Entities => Ok(if settings.graph.entities {
+                ChannelOutcome::Skipped(NO_GRAPH.into())
+            } else {
+                ChannelOutcome::Skipped("graph.entities = false".into())
+            }),
+            Channel::Neighbours | Channel::Communities | Channel::Events | Channel::Like => Ok(
+                ChannelOutcome::Skipped("derived from the fused seeds by the pipeline".into()),
+            ),
+        }
+    }
+
+    fn fragment_meta(&self, fragments: &[FragmentKey]) -> Result<Vec<Option<FragmentMeta>>> {
+        self.lookup_many(fragments)?;
+        let seen = self.seen.borrow();
+        Ok(fragments
+            .iter()
+            .map(|f| {
+                seen.get(f).map(|m| FragmentMeta {
+                    source: (!m.entity).then_some(SourceKey(m.source)),
+                    ordinal: m.ordinal,
+                })
+            })
+            .collect())
+    }
+
+    fn source(&self, source: SourceKey) -> Result<Option<SourceView>> {
+        let shard = shard_of(source, self.shards());
+        let row = self.on(shard, |c| {
+            c.query_opt(
+                "SELECT id, envelope, summary FROM finder_sources WHERE skey = $1",
+                &[&to_db(source.0)],
+            )
+            .map_err(db(format!("shard {shard}: reading a source")))
+        })?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let envelope: serde_json::Value = row.get(1);
+        let envelope = serde_json::from_value(envelope).map_err(|e| PgError::Mismatch {
+            shard,
+            reason: format!("unreadable envelope: {e}"),
+        })?;
+        Ok(Some(SourceView {
+            id: row.get(0),
+            envelope,
+            summary: row.get(2),
+        }))
+    }
+
+    fn extra_stages(&self) -> Vec<StageTime> {
+        self.extra.take()
+    }
+
+    fn fragment_text(&self, fragment: FragmentKey) -> Result<Option<String>> {
+        Ok(self.body(fragment)?.map(|(text, _)| text))
+    }
+
+    fn fragment_vector(&self, fragment: FragmentKey) -> Option<Vec<f32>> {
+        let meta = self.lookup(fragment).ok()??;
+        let row = self
+            .on(meta.shard, |c| {
+                c.query_opt(
+                    "SELECT embedding::text FROM finder_fragments WHERE fkey = $1",
+                    &[&to_db(fragment.0)],
+                )
+                .map_err(db("reading a vector"))
+            })
+            .ok()??;
+        let text: Option<String> = row.get(0);
+        search::parse_vector(&text?)
+    }
+
+    fn source_key(&self, id: &str) -> Option<SourceKey> {
+        Some(finder_index::source_key(id))
+    }
+
+    fn like_fragments(&self, id: &str) -> Result<Vec<FragmentKey>> {
+        let key = finder_index::source_key(id);
+        let shard = shard_of(key, self.shards());
+        let rows = self.on(shard, |c| {
+            c.query(
+                "SELECT f.fkey, 0::float4, f.skey, f.ordinal, s.entity
+                 FROM finder_fragments f JOIN finder_sources s ON s.skey = f.skey
+                 WHERE f.skey = $1 ORDER BY f.ordinal",
+                &[&to_db(key.0)],
+            )
+            .map_err(db(format!("shard {shard}: reading a source's fragments")))
+        })?;
+        if rows.is_empty() {
+            return Err(PgError::UnknownSource(id.to_string()));
+        }
+        let found: Vec<Found> = rows
+            .iter()
+            .map(|r| Found {
+                fragment: FragmentKey(schema::from_db(r.get(0))),
+                score: 0.0,
+                meta: Meta {
+                    source: schema::from_db(r.get(2)),
+                    ordinal: r.get::<_, i32>(3) as u32,
+                    entity: r.get(4),
+                    shard,
+                },
+            })
+            .collect();
+        self.remember(&found);
+        Ok(found.into_iter().map(|f| f.fragment).collect())
+    }
+
+    fn graph(&self) -> GraphState<'_> {
+        GraphState::Unavailable(NO_GRAPH.into())
+    }
+
+    fn hint(
+        &self,
+        fragment: FragmentKey,
+        query: &str,
+        max_chars: usize,
+    ) -> Result<Option<(String, Extent)>> {
+        Ok(self
+            .body(fragment)?
+            .map(|(body, extent)| (finder_index::preview(&body, query, max_chars), extent)))
+    }
+}

@@ -1,0 +1,28 @@
+//! Finder over PostgreSQL + pgvector: the same pipeline as the embedded index, with sources,
+//! fragments, term statistics, vectors and relations in PostgreSQL, sharded over several
+//! databases and read from streaming replicas.
+//!
+//! - [`index_inputs`] writes a run: the embedded engine's ingestion and analyzers, so the
+//!   stored terms and lengths are the ones the embedded index would hold; incremental by
+//!   content hash, one transaction per shard.
+//! - [`PgFinder`] is a stateless query node: it implements `finder_core::Retriever` with BM25
+//!   computed in SQL from the stored statistics (global over the shards) and nearest
+//!   neighbours from pgvector's HNSW index, reordered by exact cosine; fusion, rollup and
+//!   refinement are `finder_core::search` unchanged.
+//! - [`PgConfig`] names the shards, each with a write URL and read URLs.
+//!
+//! `docs/SCALING.md` tells how to run it and what is not done yet.
+
+mod cluster;
+mod error;
+mod finder;
+mod schema;
+mod search;
+mod terms;
+mod writer;
+
+pub use cluster::{shard_of, PgConfig, ShardUrls};
+pub use error::{PgError, Result};
+pub use finder::PgFinder;
+pub use schema::RunRecord;
+pub use writer::{index_inputs, PgRunReport};

@@ -1,0 +1,209 @@
+//! The tables one shard holds, and the run record (`finder_meta`) that describes them.
+//!
+//! Sources own their fragments, a fragment owns its postings, and deleting a source cascades;
+//! the statistics BM25 needs (`finder_terms.df`, `finder_stats`) are kept by the writer in
+//! the same transaction as the rows they count. Keys are Finder's 64-bit source and fragment
+//! keys stored as `bigint` (the same bits, read as signed).
+
+use finder_core::IndexSettings;
+use finder_index::RunCounts;
+use postgres::GenericClient;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{db, PgError, Result};
+
+/// Bumped when the tables change shape; a shard of another format is refused.
+pub(crate) const FORMAT: i32 = 1;
+
+/// `finder_postings.field` and `finder_stats.field` of the stemmed word field.
+pub(crate) const WORDS: i16 = 0;
+/// … and of the per-word trigram field.
+pub(crate) const TRIGRAMS: i16 = 1;
+
+const DDL: &str = "
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE IF NOT EXISTS finder_meta (
+    id integer PRIMARY KEY CHECK (id = 1),
+    format integer NOT NULL,
+    shard integer NOT NULL,
+    shards integer NOT NULL,
+    record jsonb NOT NULL
+);
+CREATE TABLE IF NOT EXISTS finder_sources (
+    skey bigint PRIMARY KEY,
+    id text NOT NULL UNIQUE,
+    origin text NOT NULL,
+    hash text NOT NULL,
+    envelope jsonb NOT NULL,
+    summary text NOT NULL,
+    entity boolean NOT NULL,
+    aliases jsonb NOT NULL,
+    fragments integer NOT NULL
+);
+CREATE INDEX IF NOT EXISTS finder_sources_origin ON finder_sources (origin);
+CREATE TABLE IF NOT EXISTS finder_fragments (
+    fkey bigint PRIMARY KEY,
+    skey bigint NOT NULL REFERENCES finder_sources ON DELETE CASCADE,
+    ordinal integer NOT NULL,
+    body text NOT NULL,
+    heading text,
+    byte_start bigint NOT NULL,
+    byte_end bigint NOT NULL,
+    line_start integer NOT NULL,
+    line_end integer NOT NULL,
+    words integer NOT NULL,
+    trigrams integer NOT NULL,
+    embedding vector
+);
+CREATE INDEX IF NOT EXISTS finder_fragments_source ON finder_fragments (skey, ordinal);
+CREATE TABLE IF NOT EXISTS finder_postings (
+    field smallint NOT NULL,
+    term text NOT NULL,
+    fkey bigint NOT NULL REFERENCES finder_fragments ON DELETE CASCADE,
+    tf integer NOT NULL,
+    norm integer NOT NULL,
+    PRIMARY KEY (field, term, fkey) INCLUDE (tf, norm)
+);
+CREATE INDEX IF NOT EXISTS finder_postings_fragment ON finder_postings (fkey);
+CREATE TABLE IF NOT EXISTS finder_terms (
+    field smallint NOT NULL,
+    term text NOT NULL,
+    df bigint NOT NULL,
+    PRIMARY KEY (field, term) INCLUDE (df)
+);
+CREATE TABLE IF NOT EXISTS finder_stats (
+    field smallint PRIMARY KEY,
+    docs bigint NOT NULL,
+    tokens bigint NOT NULL
+);
+INSERT INTO finder_stats VALUES (0, 0, 0), (1, 0, 0) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS finder_relations (
+    skey bigint NOT NULL REFERENCES finder_sources ON DELETE CASCADE,
+    to_id text NOT NULL,
+    kind text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS finder_relations_source ON finder_relations (skey);
+";
+
+/// What the last run left in a shard, stored with it (the embedded index's `CommitInfo`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Index-time settings the rows were made with.
+    pub settings: IndexSettings,
+    /// Length of the stored vectors; `None` when the shard holds none.
+    pub dim: Option<usize>,
+    /// Sources and fragments in this shard.
+    pub sources: u64,
+    pub fragments: u64,
+    /// Inputs indexed so far (all shards share the list).
+    pub origins: Vec<String>,
+    pub last_run: RunCounts,
+    /// Seconds since the Unix epoch.
+    pub committed_at: u64,
+    /// Runs that changed what the index holds.
+    pub generation: u64,
+}
+
+/// Creates the tables when missing (idempotent; the first writer of a database runs it).
+pub(crate) fn create(client: &mut impl GenericClient, shard: usize) -> Result<()> {
+    client
+        .batch_execute(DDL)
+        .map_err(db(format!("shard {shard}: creating the tables")))
+}
+
+/// Reads the run record, checking the format and the shard's place; `None` before the first
+/// run.
+pub(crate) fn read_meta(
+    client: &mut impl GenericClient,
+    shard: usize,
+    shards: usize,
+) -> Result<Option<RunRecord>> {
+    let exists = client
+        .query_one("SELECT to_regclass('finder_meta') IS NOT NULL", &[])
+        .map_err(db(format!("shard {shard}: looking for Finder's tables")))?
+        .get::<_, bool>(0);
+    if !exists {
+        return Ok(None);
+    }
+    let row = client
+        .query_opt(
+            "SELECT format, shard, shards, record FROM finder_meta WHERE id = 1",
+            &[],
+        )
+        .map_err(db(format!("shard {shard}: reading the run record")))?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let mismatch = |reason: String| PgError::Mismatch { shard, reason };
+    let format: i32 = row.get(0);
+    if format != FORMAT {
+        return Err(mismatch(format!(
+            "the tables have format {format}, this build reads {FORMAT}; index into an empty database"
+        )));
+    }
+    let (at, of): (i32, i32) = (row.get(1), row.get(2));
+    if (at as usize, of as usize) != (shard, shards) {
+        return Err(mismatch(format!(
+            "this database was written as shard {at} of {of}, but is configured as shard {shard} of {shards}; shards must be listed in the order they were indexed with"
+        )));
+    }
+    let record: serde_json::Value = row.get(3);
+    serde_json::from_value(record)
+        .map(Some)
+        .map_err(|e| mismatch(format!("unreadable run record: {e}")))
+}
+
+pub(crate) fn write_meta(
+    client: &mut impl GenericClient,
+    shard: usize,
+    shards: usize,
+    record: &RunRecord,
+) -> Result<()> {
+    let json = serde_json::to_value(record).expect("run record serialises");
+    client
+        .execute(
+            "INSERT INTO finder_meta (id, format, shard, shards, record) VALUES (1, $1, $2, $3, $4)
+             ON CONFLICT (id) DO UPDATE SET format = $1, shard = $2, shards = $3, record = $4",
+            &[&FORMAT, &(shard as i32), &(shards as i32), &json],
+        )
+        .map(drop)
+        .map_err(db(format!("shard {shard}: writing the run record")))
+}
+
+/// Empties every table and sets the vector column's length (a rebuild: the index-time
+/// settings or the vector length changed). The HNSW index needs a fixed length, so the
+/// column is typed `vector(dim)` and the index remade with it.
+pub(crate) fn reset(
+    client: &mut impl GenericClient,
+    shard: usize,
+    dim: Option<usize>,
+) -> Result<()> {
+    let column = match dim {
+        Some(d) => format!("vector({d})"),
+        None => "vector".to_string(),
+    };
+    let mut sql = format!(
+        "TRUNCATE finder_sources, finder_fragments, finder_postings, finder_terms, finder_relations;
+         UPDATE finder_stats SET docs = 0, tokens = 0;
+         DROP INDEX IF EXISTS finder_fragments_embedding;
+         ALTER TABLE finder_fragments ALTER COLUMN embedding TYPE {column};"
+    );
+    if dim.is_some() {
+        sql.push_str(
+            "CREATE INDEX finder_fragments_embedding ON finder_fragments
+             USING hnsw (embedding vector_cosine_ops);",
+        );
+    }
+    client.batch_execute(&sql).map_err(db(format!(
+        "shard {shard}: emptying the tables for a rebuild"
+    )))
+}
+
+/// Maps a key to the `bigint` that stores it.
+pub(crate) fn to_db(key: u64) -> i64 {
+    key as i64
+}
+
+pub(crate) fn from_db(key: i64) -> u64 {
+    key as u64
+}

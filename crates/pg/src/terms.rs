@@ -1,0 +1,127 @@
+//! What the lexical fields hold, computed exactly as the embedded index computes it: the same
+//! indexed text per fragment, the same analyzers, the same lengths.
+//!
+//! A fragment's length is stored twice: exactly (`finder_fragments.words`, summed into the
+//! average) and as tantivy's one-byte field norm decodes it (`finder_postings.norm`, used in
+//! the score), so a fragment scores the same number here as in the embedded index.
+
+use std::collections::HashMap;
+
+use finder_core::IndexSettings;
+use finder_index::{FragmentDoc, SourceDoc};
+use tantivy::fieldnorm::FieldNormReader;
+use tantivy::tokenizer::TextAnalyzer;
+
+/// The analyzers of one index language.
+#[derive(Clone)]
+pub(crate) struct Analyzers {
+    pub words: TextAnalyzer,
+    pub trigrams: TextAnalyzer,
+}
+
+impl Analyzers {
+    pub fn new(language: &str) -> Analyzers {
+        Analyzers {
+            words: finder_index::testing::word_analyzer(language),
+            trigrams: finder_index::testing::trigram_analyzer(),
+        }
+    }
+}
+
+/// The analyzed terms of one field of one fragment.
+pub(crate) struct FieldTerms {
+    /// Tokens in the field (its exact length).
+    pub len: u32,
+    /// The length as the embedded index's field norm stores it.
+    pub norm: u32,
+    /// Term frequencies, in first-seen order.
+    pub counts: Vec<(String, u32)>,
+}
+
+pub(crate) fn field_terms(analyzer: &mut TextAnalyzer, text: &str) -> FieldTerms {
+    let tokens = finder_index::testing::analyze(analyzer, text);
+    let len = tokens.len() as u32;
+    FieldTerms {
+        len,
+        norm: FieldNormReader::constant(1, len).fieldnorm(0),
+        counts: count(tokens),
+    }
+}
+
+/// Counts each distinct term, in first-seen order (repeated query terms weigh more).
+pub(crate) fn count(tokens: Vec<String>) -> Vec<(String, u32)> {
+    let mut order: Vec<(String, u32)> = Vec::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
+    for t in tokens {
+        match at.get(&t) {
+            Some(&i) => order[i].1 += 1,
+            None => {
+                at.insert(t.clone(), order.len());
+                order.push((t, 1));
+            }
+        }
+    }
+    order
+}
+
+/// The fragments a source is stored as: its own, or one empty placeholder so the source
+/// record has a home (as in the embedded index, the placeholder counts as a document).
+pub(crate) fn stored_fragments(source: &SourceDoc) -> Vec<FragmentDoc> {
+    if source.fragments.is_empty() {
+        vec![FragmentDoc {
+            ordinal: 0,
+            text: String::new(),
+            heading: None,
+            extent: Default::default(),
+        }]
+    } else {
+        source.fragments.clone()
+    }
+}
+
+/// The text the lexical fields index for a fragment: title and heading (on the first
+/// fragment, or on every one with `index.title_in_fragments`), then the fragment text.
+pub(crate) fn indexed_text(
+    title: &str,
+    fragment: &FragmentDoc,
+    settings: &IndexSettings,
+) -> String {
+    let mut indexed = String::new();
+    if fragment.ordinal == 0 || settings.title_in_fragments {
+        indexed.push_str(title);
+        indexed.push('\n');
+        if let Some(h) = &fragment.heading {
+            indexed.push_str(h);
+            indexed.push('\n');
+        }
+    }
+    indexed.push_str(&fragment.text);
+    indexed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terms_are_counted_in_first_seen_order() {
+        let mut a = Analyzers::new("english");
+        let t = field_terms(&mut a.words, "Tokens expire; the token EXPIRED");
+        assert_eq!(t.len, 4);
+        assert_eq!(
+            t.counts,
+            vec![("token".to_string(), 2), ("expir".to_string(), 2)]
+        );
+    }
+
+    #[test]
+    fn long_fields_take_the_quantised_norm() {
+        let mut a = Analyzers::new("english");
+        let text = "word ".repeat(1000);
+        let t = field_terms(&mut a.words, &text);
+        assert_eq!(t.len, 1000);
+        assert!(t.norm <= 1000 && t.norm > 800, "{}", t.norm);
+        let short = field_terms(&mut a.words, "alpha beta");
+        assert_eq!(short.norm, 2);
+    }
+}

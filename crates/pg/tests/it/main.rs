@@ -1,0 +1,6 @@
+//! Integration tests against a real PostgreSQL (see `support.rs` for how one is found).
+
+mod parity;
+mod replica;
+mod shards;
+mod support;

@@ -1,0 +1,260 @@
+//! The PostgreSQL backend ranks as the embedded index does over the same inputs.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use finder_core::{Channel, Embed, SearchResponse, Settings};
+use finder_index::Finder;
+use finder_pg::{PgConfig, PgFinder};
+
+use crate::support::{self, overlap};
+
+fn ids(r: &SearchResponse) -> Vec<String> {
+    r.hits.iter().map(|h| h.id.clone()).collect()
+}
+
+/// The channel score of each hit's best fragment, by id.
+fn channel_scores(r: &SearchResponse, channel: Channel) -> Vec<(String, f32)> {
+    r.hits
+        .iter()
+        .filter_map(|h| {
+            let part = h.explain.parts.first()?;
+            let list = part.lists.iter().find(|l| l.channel == channel)?;
+            Some((h.id.clone(), list.score))
+        })
+        .collect()
+}
+
+struct Pair {
+    embedded: Finder,
+    pg: PgFinder,
+}
+
+fn index_both(index: &Path, config: &PgConfig, inputs: &[PathBuf], settings: &Settings) -> Pair {
+    let embedded_run = finder_index::index_inputs(index, inputs, settings, &mut |_| {}).unwrap();
+    let pg_run = finder_pg::index_inputs(config, inputs, settings).unwrap();
+    assert_eq!(embedded_run.counts, pg_run.counts, "run counts differ");
+    assert_eq!(
+        (embedded_run.sources, embedded_run.fragments),
+        (pg_run.sources, pg_run.fragments)
+    );
+    Pair {
+        embedded: Finder::open(index, settings.clone()).unwrap(),
+        pg: PgFinder::open(config, settings.clone()).unwrap(),
+    }
+}
+
+/// Compares the top 10 of every query; returns (queries with the same order, mean overlap).
+/// With `same_stats`, the BM25 scores must agree too: not after deletes, which the embedded
+/// index keeps counting in `N` and the average length until its segments merge, while
+/// PostgreSQL's statistics are exact.
+fn compare(
+    pair: &Pair,
+    queries: &[String],
+    settings: &Settings,
+    what: &str,
+    same_stats: bool,
+) -> (usize, f64) {
+    let (mut same, mut sum, mut worst) = (0, 0.0, 0f32);
+    for q in queries {
+        let a = pair.embedded.search(q, settings, 0, 10).unwrap();
+        let b = pair.pg.search(q, settings, 0, 10).unwrap();
+        let (ia, ib) = (ids(&a), ids(&b));
+        let o = overlap(&ia, &ib, 10);
+        assert!(
+            ia == ib || o >= 0.9,
+            "{what} `{q}`: overlap {o}\nembedded {ia:?}\npostgres {ib:?}"
+        );
+        same += usize::from(ia == ib);
+        sum += o;
+        // Where both rank a source, its best fragment has the same BM25 score.
+        let pg_scores = channel_scores(&b, Channel::Lexical);
+        for (id, s) in channel_scores(&a, Channel::Lexical) {
+            if let Some((_, t)) = pg_scores.iter().find(|(i, _)| *i == id) {
+                if same_stats {
+                    assert!(
+                        (s - t).abs() <= 1e-4 * s.abs().max(1.0),
+                        "{what} `{q}`: BM25 of `{id}` is {s} embedded, {t} in PostgreSQL"
+                    );
+                }
+                worst = worst.max((s - t).abs() / s.abs().max(1e-6));
+            }
+        }
+        // The same hit shows the same best hint (the others may swap on tied scores).
+        if let (Some(x), Some(y)) = (a.hits.first(), b.hits.first()) {
+            if x.id == y.id {
+                let best =
+                    |h: &finder_core::Hit| h.hints.first().map(|h| (h.preview.clone(), h.extent));
+                assert_eq!(best(x), best(y), "{what} `{q}`: hints differ");
+                assert_eq!(x.envelope, y.envelope);
+                assert_eq!(x.summary, y.summary);
+            }
+        }
+    }
+    let mean = sum / queries.len() as f64;
+    println!(
+        "{what}: {same}/{} queries with the same top 10, mean overlap {mean:.3}, largest relative BM25 difference {worst:.2e}",
+        queries.len()
+    );
+    (same, mean)
+}
+
+#[test]
+fn lexical_search_ingest_and_delete_match_the_embedded_engine() {
+    let Some(server) = support::server("lexical parity") else {
+        return;
+    };
+    let db = server.database("lexical");
+    let tmp = tempfile::tempdir().unwrap();
+    let notes = support::write_notes(tmp.path(), 48, 7);
+    let settings = support::settings();
+    let config = PgConfig::single(&db.url);
+    let index = tmp.path().join("index");
+    let pair = index_both(&index, &config, std::slice::from_ref(&notes), &settings);
+    let mut queries: Vec<String> = support::queries(40, 11).into_iter().map(|q| q.0).collect();
+    // Identifier-like queries run the trigram list too.
+    queries.extend(["snapshot-1 disk".to_string(), "token_refresh".to_string()]);
+    let (_, mean) = compare(&pair, &queries, &settings, "lexical", true);
+    assert!(mean >= 0.9);
+
+    // An unchanged run changes nothing.
+    let again = finder_pg::index_inputs(&config, std::slice::from_ref(&notes), &settings).unwrap();
+    assert_eq!(again.counts.unchanged, 48);
+    assert_eq!(
+        again.counts.added + again.counts.updated + again.counts.removed,
+        0
+    );
+
+    // Delete some notes, change one, add one: both engines follow.
+    drop(pair);
+    for i in [1, 5, 9, 20, 33] {
+        std::fs::remove_file(notes.join(format!("note-{i:03}.md"))).unwrap();
+    }
+    std::fs::write(
+        notes.join("note-002.md"),
+        "---\ntitle: rewritten\n---\n\nThe refresh token expired during the zeppelin deploy.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        notes.join("new.md"),
+        "# Fresh\n\nA note about snapshot retention and billing receipts.\n",
+    )
+    .unwrap();
+    let pair = index_both(&index, &config, std::slice::from_ref(&notes), &settings);
+    let r = pair.pg.search("zeppelin", &settings, 0, 3).unwrap();
+    assert_eq!(r.hits[0].id, "note-002.md");
+    for q in &queries {
+        let hits = ids(&pair.pg.search(q, &settings, 0, 50).unwrap());
+        assert!(
+            !hits.contains(&"note-005.md".to_string()),
+            "a deleted note came back"
+        );
+    }
+    let (_, mean) = compare(&pair, &queries, &settings, "lexical after deletes", false);
+    assert!(mean >= 0.9);
+}
+
+/// The `precomputed` backend's stand-in for building the embedded index's vectors.
+struct GivenVectors;
+
+impl Embed for GivenVectors {
+    fn model_id(&self) -> &str {
+        "precomputed/8"
+    }
+
+    fn dim(&self) -> usize {
+        support::DIM
+    }
+
+    fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        Err("the precomputed backend embeds no text".into())
+    }
+}
+
+#[test]
+fn hybrid_search_matches_the_embedded_engine() {
+    let Some(server) = support::server("hybrid parity") else {
+        return;
+    };
+    let db = server.database("hybrid");
+    let tmp = tempfile::tempdir().unwrap();
+    let records = support::write_records(tmp.path(), 60, 3);
+    let settings = support::settings();
+    let config = PgConfig::single(&db.url);
+    let index = tmp.path().join("index");
+    finder_index::index_inputs(
+        &index,
+        std::slice::from_ref(&records),
+        &settings,
+        &mut |_| {},
+    )
+    .unwrap();
+    finder_index::build_vectors(&index, &settings, &GivenVectors, &mut |_, _| {}).unwrap();
+    finder_pg::index_inputs(&config, &[records], &settings).unwrap();
+    let mut embedded = Finder::open(&index, settings.clone()).unwrap();
+    embedded.attach_embedder(Ok(Some(Arc::new(GivenVectors))));
+    let pg = PgFinder::open(&config, settings.clone()).unwrap();
+
+    let (mut same, mut sum) = (0, 0.0);
+    let queries = support::queries(40, 5);
+    for (q, v) in &queries {
+        let a = embedded
+            .search_with_vector(q, Some(v), &settings, 0, 10)
+            .unwrap();
+        let b = pg.search_with_vector(q, Some(v), &settings, 0, 10).unwrap();
+        for r in [&a, &b] {
+            let vector = r
+                .diagnostics
+                .channels
+                .iter()
+                .find(|c| c.channel == Channel::Vector);
+            assert_eq!(
+                vector.map(|c| c.status),
+                Some(finder_core::ChannelStatus::Ran),
+                "{:?}",
+                r.diagnostics.channels
+            );
+        }
+        let (ia, ib) = (ids(&a), ids(&b));
+        let o = overlap(&ia, &ib, 10);
+        assert!(
+            o >= 0.9,
+            "hybrid `{q}`: overlap {o}\nembedded {ia:?}\npostgres {ib:?}"
+        );
+        same += usize::from(ia == ib);
+        sum += o;
+        // Cosine similarities agree.
+        let pg_scores = channel_scores(&b, Channel::Vector);
+        for (id, s) in channel_scores(&a, Channel::Vector) {
+            if let Some((_, t)) = pg_scores.iter().find(|(i, _)| *i == id) {
+                assert!((s - t).abs() < 1e-4, "`{q}`: cosine of `{id}` {s} vs {t}");
+            }
+        }
+    }
+    println!(
+        "hybrid: {same}/{} queries with the same top 10, mean overlap {:.3}",
+        queries.len(),
+        sum / queries.len() as f64
+    );
+
+    // A dense-only query ranks by the vectors alone; a wrong-length vector degrades.
+    let mut dense = settings.clone();
+    dense.lexical.enabled = false;
+    let (_, v) = &queries[0];
+    let a = embedded
+        .search_with_vector("", Some(v), &dense, 0, 10)
+        .unwrap();
+    let b = pg.search_with_vector("", Some(v), &dense, 0, 10).unwrap();
+    assert_eq!(ids(&a), ids(&b));
+    let r = pg
+        .search_with_vector("token", Some(&[1.0, 0.0]), &settings, 0, 5)
+        .unwrap();
+    let vector = r
+        .diagnostics
+        .channels
+        .iter()
+        .find(|c| c.channel == Channel::Vector)
+        .unwrap();
+    assert_eq!(vector.status, finder_core::ChannelStatus::Degraded);
+    assert!(!r.hits.is_empty());
+}

@@ -1,0 +1,107 @@
+//! Queries read from a streaming replica while runs write to the primary.
+
+use std::time::{Duration, Instant};
+
+use finder_pg::{PgConfig, PgFinder, ShardUrls};
+use postgres::{Client, NoTls};
+
+use crate::support::{self, with_database};
+
+/// Waits until the replica has replayed everything the primary has written (the insert
+/// position: the test server commits without waiting for the flush).
+fn wait_for_replay(primary: &str, replica: &str) {
+    let lsn: String = Client::connect(primary, NoTls)
+        .unwrap()
+        .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
+        .unwrap()
+        .get(0);
+    let mut client = Client::connect(replica, NoTls).unwrap();
+    let started = Instant::now();
+    loop {
+        let caught_up: bool = client
+            .query_one(
+                "SELECT coalesce(pg_last_wal_replay_lsn() >= $1::text::pg_lsn, false)",
+                &[&lsn],
+            )
+            .unwrap()
+            .get(0);
+        if caught_up {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the replica did not catch up"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn queries_read_from_a_streaming_replica() {
+    let Some(server) = support::server("replica reads") else {
+        return;
+    };
+    let db = server.database("replicated");
+    // With a server of our own, a real streaming replica; with FINDER_PG_URL, the same
+    // server stands in for one.
+    let replica = if server.owned {
+        Some(server.replica().expect("start a streaming replica"))
+    } else {
+        eprintln!("replica reads: FINDER_PG_URL given, so the primary stands in for the replica");
+        None
+    };
+    let read_url = match &replica {
+        Some(r) => with_database(&r.url, &db.name),
+        None => db.url.clone(),
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let notes = support::write_notes(tmp.path(), 30, 31);
+    let settings = support::settings();
+    let primary = PgConfig::single(&db.url);
+    let replicated = PgConfig {
+        shards: vec![ShardUrls {
+            write: db.url.clone(),
+            read: vec![read_url.clone()],
+        }],
+    };
+    finder_pg::index_inputs(&replicated, std::slice::from_ref(&notes), &settings).unwrap();
+    wait_for_replay(&db.url, &read_url);
+    if replica.is_some() {
+        let mut c = Client::connect(&read_url, NoTls).unwrap();
+        assert!(c
+            .query_one("SELECT pg_is_in_recovery()", &[])
+            .unwrap()
+            .get::<_, bool>(0));
+        // A replica takes no writes: a run pointed at it fails and says so.
+        let err = finder_pg::index_inputs(
+            &PgConfig::single(&read_url),
+            std::slice::from_ref(&notes),
+            &settings,
+        )
+        .expect_err("writing to a replica fails");
+        assert!(err.to_string().contains("PostgreSQL"), "{err}");
+    }
+
+    let from_primary = PgFinder::open(&primary, settings.clone()).unwrap();
+    let from_replica = PgFinder::open(&replicated, settings.clone()).unwrap();
+    for (q, _) in support::queries(15, 32) {
+        let a = from_primary.search(&q, &settings, 0, 10).unwrap();
+        let b = from_replica.search(&q, &settings, 0, 10).unwrap();
+        let ids = |r: &finder_core::SearchResponse| {
+            r.hits.iter().map(|h| h.id.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&a), ids(&b), "`{q}`");
+    }
+
+    // A later run reaches the replica's readers once replayed.
+    std::fs::write(notes.join("late.md"), "# Late\n\nzebra crossing quartz\n").unwrap();
+    finder_pg::index_inputs(&replicated, &[notes], &settings).unwrap();
+    wait_for_replay(&db.url, &read_url);
+    let r = from_replica
+        .search("zebra quartz", &settings, 0, 5)
+        .unwrap();
+    assert_eq!(r.hits.first().map(|h| h.id.as_str()), Some("late.md"));
+    drop(from_replica);
+    drop(from_primary);
+    drop(replica);
+}
