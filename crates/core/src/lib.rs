@@ -17,7 +17,7 @@ mod rollup;
 mod settings;
 
 pub use bm25::{bm25_idf, bm25_term_score, Bm25Params};
-pub use embed::Embed;
+pub use embed::{embed_with_timeout, Embed};
 pub use error::{SettingsError, SettingsErrorKind};
 pub use fusion::{convex, fuse, normalize_top, rrf, FusedFragment, ListRank};
 pub use graph::{

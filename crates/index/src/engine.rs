@@ -596,7 +596,7 @@ impl QueryRun<'_> {
         }
         let started = Instant::now();
         let timeout = Duration::from_millis(settings.vector.query_embed_timeout_ms);
-        let embedded = embed_with_timeout(embedder, query.to_string(), timeout);
+        let embedded = finder_core::embed_with_timeout(embedder, query.to_string(), timeout);
         self.extra.borrow_mut().push(StageTime {
             stage: "vector.embed".into(),
             ms: started.elapsed().as_secs_f64() * 1e3,
@@ -635,28 +635,6 @@ impl QueryRun<'_> {
             channel: Channel::Vector,
             hits,
         })
-    }
-}
-
-/// Embeds the query on another thread and gives up after `timeout`: a slow model or server
-/// costs the query its vector list, never its answer.
-fn embed_with_timeout(
-    embedder: Arc<dyn Embed>,
-    query: String,
-    timeout: Duration,
-) -> std::result::Result<Vec<f32>, String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(embedder.embed(&[query.as_str()]));
-    });
-    match rx.recv_timeout(timeout) {
-        Ok(Ok(mut vectors)) if vectors.len() == 1 => Ok(vectors.remove(0)),
-        Ok(Ok(_)) => Err("the model returned no vector for the query".into()),
-        Ok(Err(e)) => Err(format!("query embedding failed: {e}")),
-        Err(_) => Err(format!(
-            "query embedding took longer than {} ms (vector.query_embed_timeout_ms)",
-            timeout.as_millis()
-        )),
     }
 }
 

@@ -97,6 +97,10 @@ pub fn index_inputs(
         tantivy::TantivyError::LockFailure(..) => IndexError::Busy(dir.to_path_buf()),
         e => store_error(dir, e),
     })?;
+    // A run killed before its commit leaves files the last commit does not reference (new
+    // segments, delete bitsets named by opstamp). The next run reuses those opstamps, so they
+    // must go before it writes: tantivy refuses to overwrite an existing file.
+    writer.garbage_collect_files().wait().map_err(err)?;
     if rebuild {
         writer.delete_all_documents().map_err(err)?;
     }

@@ -361,3 +361,30 @@ fn sources_of_other_inputs_survive_a_run() {
     assert_eq!((third.counts.removed, third.counts.unchanged), (0, 3));
     assert_eq!(ids(&fx.open(), "zebra", &Settings::default()), vec!["r1"]);
 }
+
+/// A run killed before its commit leaves its new files behind (segments, delete bitsets
+/// named by opstamp). The next run reuses the opstamps, so it must clear them first: found by
+/// the SIGKILL harness as "File already exists: '<segment>.<opstamp>.del'".
+#[test]
+fn files_left_by_a_run_killed_before_its_commit_do_not_block_the_next_run() {
+    let fx = Fixture::new();
+    let input = notes(&fx);
+    let settings = Settings::default();
+    fx.index(&[&input], &settings);
+
+    // Run 2 changes a note (a delete bitset on the old segment) and commits; putting the
+    // previous meta.json back is exactly what a kill just before the commit leaves behind.
+    let meta = fx.index_dir().join("lexical/meta.json");
+    let committed = std::fs::read(&meta).unwrap();
+    fx.write(
+        "notes/backup.md",
+        "# Backups\n\nWeekly snapshots, kept for 7 days.\n",
+    );
+    fx.index(&[&input], &settings);
+    std::fs::write(&meta, committed).unwrap();
+
+    let report = fx.index(&[&input], &settings);
+    assert_eq!(report.counts.updated, 1);
+    let finder = fx.open();
+    assert_eq!(ids(&finder, "weekly snapshots", &settings)[0], "backup.md");
+}
