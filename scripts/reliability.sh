@@ -15,21 +15,28 @@ export FINDER_CRASH_SERVER_KILLS="${FINDER_CRASH_SERVER_KILLS:-10}"
 export FINDER_LOAD_SECS="${FINDER_LOAD_SECS:-60}"
 export FINDER_LOAD_CLIENTS="${FINDER_LOAD_CLIENTS:-50}"
 
-summary() { grep -E '^(crash|readers|bad inputs|load):' || true; }
+log="$(mktemp)"
+# The summary lines follow the test's name on the same line, so they are matched anywhere.
+summary() { grep -oE '(crash|readers|bad inputs|fuzz cases|load): .*' "$log" || true; }
+: > /tmp/finder-reliability.txt
 
 echo "== crash harness ($FINDER_CRASH_KILLS index kills, $FINDER_CRASH_SERVER_KILLS server kills)"
-cargo test --profile ci --locked -p finder-cli --test it crash -- --nocapture --test-threads 1 2>&1 | tee /dev/stderr | summary > /tmp/finder-reliability.txt
+cargo test --profile ci --locked -p finder-cli --test it crash -- --nocapture --test-threads 1 >"$log" 2>&1 || { cat "$log"; exit 1; }
+summary >> /tmp/finder-reliability.txt
 
 echo "== consistent readers and bad inputs"
-cargo test --profile ci --locked -p finder-index --test it -- readers bad_inputs --nocapture 2>&1 | summary >> /tmp/finder-reliability.txt
-cargo test --profile ci --locked -p finder-cli --test it bad_inputs -- --nocapture 2>&1 | summary >> /tmp/finder-reliability.txt
+cargo test --profile ci --locked -p finder-index --test it -- readers bad_inputs fuzz_cases --nocapture >"$log" 2>&1 || { cat "$log"; exit 1; }
+summary >> /tmp/finder-reliability.txt
+cargo test --profile ci --locked -p finder-cli --test it bad_inputs -- --nocapture >"$log" 2>&1 || { cat "$log"; exit 1; }
+summary >> /tmp/finder-reliability.txt
 
 echo "== load ($FINDER_LOAD_CLIENTS clients, $FINDER_LOAD_SECS s)"
-cargo test --profile ci --locked -p finder-server --test it load -- --nocapture 2>&1 | summary >> /tmp/finder-reliability.txt
+cargo test --profile ci --locked -p finder-server --test it load -- --nocapture >"$log" 2>&1 || { cat "$log"; exit 1; }
+summary >> /tmp/finder-reliability.txt
 
 if cargo +nightly --version >/dev/null 2>&1; then
   echo "== fuzzing (${FUZZ_SECS:-60} s per target)"
-  bash scripts/fuzz.sh "${FUZZ_SECS:-60}"
+  bash scripts/fuzz.sh "${FUZZ_SECS:-60}" || echo "fuzz: findings above (fuzz/artifacts/)" >> /tmp/finder-reliability.txt
 else
   echo "== fuzzing skipped: cargo fuzz needs a nightly toolchain"
 fi
