@@ -195,13 +195,18 @@ impl Finder {
         for o in overrides {
             settings.set(o)?;
             let embed_changed = settings.embed != self.settings.embed;
-            if embed_changed || settings.index != self.info.settings {
+            // The graph's build keys shape what `finder index` extracted.
+            let graph_changed = crate::graph::build_key(&settings.graph, 0)
+                != crate::graph::build_key(&self.settings.graph, 0);
+            if embed_changed || graph_changed || settings.index != self.info.settings {
                 let key = o
                     .split_once('=')
                     .map_or(o.as_str(), |(k, _)| k.trim())
                     .to_string();
                 let indexed = if embed_changed {
                     "the model the vectors were built with".to_string()
+                } else if graph_changed {
+                    toml_value(&self.settings.graph, &key)
                 } else {
                     toml_value(&self.info.settings, &key)
                 };
@@ -350,7 +355,7 @@ impl Finder {
     }
 }
 
-fn toml_value(settings: &finder_core::IndexSettings, key: &str) -> String {
+fn toml_value(settings: &impl Serialize, key: &str) -> String {
     let table = toml::Table::try_from(settings).unwrap_or_default();
     let leaf = key.rsplit('.').next().unwrap_or(key);
     table

@@ -120,7 +120,7 @@ const STATE_FILE: &str = "state.json";
 /// What shapes the built graph: a change rebuilds it even when no source changed. The
 /// commit generation it was built from is part of it, so a graph left behind by a run killed
 /// after its commit is rebuilt by the next run.
-fn build_key(g: &GraphSettings, generation: u64) -> String {
+pub(crate) fn build_key(g: &GraphSettings, generation: u64) -> String {
     format!(
         "{FORMAT}:{:?}:{}:{}:{}:{}:g{generation}",
         g.link_order, g.mentions, g.link_titles, g.min_alias_chars, g.max_alias_df

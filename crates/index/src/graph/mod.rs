@@ -20,7 +20,7 @@ mod store;
 mod tags;
 
 pub use build::{build_graph, EntityKind, GraphReport};
-pub(crate) use build::{graph_is_current, GRAPH_DIR};
+pub(crate) use build::{build_key, graph_is_current, GRAPH_DIR};
 pub use code::code_ranges;
 pub use links::{
     links, markdown_links, normalize_target, wiki_links, Link, LinkResolver, LinkStyle, LinkSyntax,

@@ -190,6 +190,19 @@ fn out_of_range_and_index_time_overrides_are_refused() {
     assert!(finder
         .settings_with(&["index.fragment_max_chars=3200".into()])
         .is_ok());
+    // The graph's build keys shape what indexing extracted: refused too, with the built value.
+    let err = finder
+        .settings_with(&["graph.mentions=false".into()])
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, IndexError::IndexTimeSetting { key, indexed } if key == "graph.mentions" && indexed == "true"),
+        "{err}"
+    );
+    assert!(finder
+        .settings_with(&["graph.mentions=true".into()])
+        .is_ok());
+    assert!(finder.settings_with(&["graph.damping=0.5".into()]).is_ok());
 }
 
 #[test]
