@@ -530,6 +530,13 @@ impl QueryRun<'_> {
                 score,
             });
         }
+        // Equal scores go by fragment key rather than by where tantivy stored the documents,
+        // so a merge of segments never reorders a list (and PostgreSQL orders ties alike).
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(a.fragment.cmp(&b.fragment))
+        });
         Ok(ChannelOutcome::Ran(finder_core::RankedList {
             channel,
             hits,

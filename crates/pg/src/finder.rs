@@ -22,12 +22,13 @@ use postgres::Client;
 
 use crate::cluster::{connect_any, shard_of, PgConfig};
 use crate::error::{db, PgError, Result};
+use crate::graph;
+
+/// Why a query node has no graph: none was stored.
+const NO_GRAPH: &str = "no graph stored; run `finder index` with graph.build = true";
 use crate::schema::{self, to_db, RunRecord, TRIGRAMS, WORDS};
 use crate::search::{self, Found, Meta, Stats};
 use crate::terms::{count, Analyzers};
-
-/// Why there is no graph layer yet.
-const NO_GRAPH: &str = "the relation graph is not built over PostgreSQL yet";
 
 /// The query-side embedding model (as in the embedded engine).
 enum Semantic {
@@ -48,6 +49,8 @@ pub struct PgFinder {
     analyzers: Analyzers,
     semantic: Semantic,
     extensions: finder_core::Extensions,
+    /// The relation graph as of open (`Ok(None)`: none stored; `Err`: unusable, with why).
+    graph: std::result::Result<Option<finder_index::graph::LoadedGraph>, String>,
 }
 
 impl PgFinder {
@@ -75,7 +78,15 @@ impl PgFinder {
         }
         let mut settings = settings;
         settings.index = records[0].settings.clone();
+        let key = finder_index::graph::build_key(&settings.graph, records[0].generation);
+        let graph = {
+            let mut client = conns[graph::GRAPH_SHARD]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            graph::load(&mut *client, &key)
+        };
         Ok(PgFinder {
+            graph,
             config: config.clone(),
             conns,
             analyzers: Analyzers::new(&settings.index.language),
@@ -496,10 +507,16 @@ impl Retriever for PgQuery<'_> {
                 self.bm25(channel, TRIGRAMS, query, settings, depth)
             }
             Channel::Vector => self.vector(request, settings, depth),
-            Channel::Entities => Ok(if settings.graph.entities {
-                ChannelOutcome::Skipped(NO_GRAPH.into())
-            } else {
-                ChannelOutcome::Skipped("graph.entities = false".into())
+            Channel::Entities => Ok(match (&self.finder.graph, settings.graph.entities) {
+                (_, false) => ChannelOutcome::Skipped("graph.entities = false".into()),
+                (Ok(Some(g)), true) => ChannelOutcome::Ran(finder_core::entity_list(
+                    &**g,
+                    query,
+                    &settings.graph,
+                    depth,
+                )),
+                (Ok(None), true) => ChannelOutcome::Skipped(NO_GRAPH.into()),
+                (Err(e), true) => ChannelOutcome::Degraded(e.clone()),
             }),
             Channel::Neighbours | Channel::Communities | Channel::Events | Channel::Like => Ok(
                 ChannelOutcome::Skipped("derived from the fused seeds by the pipeline".into()),
@@ -605,7 +622,11 @@ impl Retriever for PgQuery<'_> {
     }
 
     fn graph(&self) -> GraphState<'_> {
-        GraphState::Unavailable(NO_GRAPH.into())
+        match &self.finder.graph {
+            Ok(Some(g)) => GraphState::Ready(&**g),
+            Ok(None) => GraphState::Unavailable(NO_GRAPH.into()),
+            Err(e) => GraphState::Unavailable(e.clone()),
+        }
     }
 
     fn hint(

@@ -16,6 +16,7 @@
 mod cluster;
 mod error;
 mod finder;
+mod graph;
 mod schema;
 mod search;
 mod terms;

@@ -83,6 +83,11 @@ CREATE TABLE IF NOT EXISTS finder_relations (
     kind text NOT NULL
 );
 CREATE INDEX IF NOT EXISTS finder_relations_source ON finder_relations (skey);
+CREATE TABLE IF NOT EXISTS finder_graph (
+    id integer PRIMARY KEY CHECK (id = 1),
+    build_key text NOT NULL,
+    data bytea NOT NULL
+);
 ";
 
 /// What the last run left in a shard, stored with it (the embedded index's `CommitInfo`).

@@ -17,6 +17,7 @@ use postgres::Transaction;
 
 use crate::cluster::{connect, shard_of, PgConfig};
 use crate::error::{db, PgError, Result};
+use crate::graph;
 use crate::schema::{self, to_db, RunRecord, TRIGRAMS, WORDS};
 use crate::terms::{field_terms, indexed_text, stored_fragments, Analyzers};
 
@@ -30,6 +31,9 @@ pub struct PgRunReport {
     /// Sources and fragments in all shards after the run.
     pub sources: u64,
     pub fragments: u64,
+    /// The relation graph, when this run rebuilt it (`None`: it was current, or
+    /// `graph.build = false`).
+    pub graph: Option<finder_index::graph::GraphReport>,
 }
 
 /// Key of the advisory lock a run holds on each shard, so two runs never interleave (the
@@ -268,6 +272,11 @@ pub fn index_inputs(
     for (i, tx) in txs.into_iter().enumerate() {
         tx.commit()
             .map_err(db(format!("shard {i}: committing the run")))?;
+    }
+    // The graph spans the shards, so it is built once every shard has committed.
+    let key = finder_index::graph::build_key(&settings.graph, generation);
+    if !settings.graph.build || !graph::is_current(&mut clients[graph::GRAPH_SHARD], &key)? {
+        report.graph = graph::rebuild(&mut clients, settings, &key, committed_at)?;
     }
     Ok(report)
 }

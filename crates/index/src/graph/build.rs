@@ -97,13 +97,18 @@ pub struct GraphReport {
     pub seconds: f64,
 }
 
-struct Fragment {
-    key: u64,
-    ordinal: u32,
-    body: String,
+/// One fragment of a [`GraphSource`]: its key, place in the source and indexed text.
+#[derive(Debug, Clone)]
+pub struct GraphFragment {
+    pub key: u64,
+    pub ordinal: u32,
+    pub body: String,
 }
 
-struct SourceInfo {
+/// What the graph build reads of a source, from whichever store holds it (the embedded index
+/// or PostgreSQL), so both build the same graph from the same sources.
+#[derive(Debug, Clone)]
+pub struct GraphSource {
     id: String,
     label: Option<String>,
     entity: bool,
@@ -112,7 +117,114 @@ struct SourceInfo {
     title: String,
     tags: Vec<String>,
     hubs: Vec<String>,
-    fragments: Vec<Fragment>,
+    fragments: Vec<GraphFragment>,
+}
+
+impl GraphSource {
+    /// A source as stored: its label and typed hubs come from the envelope's extras.
+    pub fn new(
+        id: String,
+        envelope: &finder_core::Envelope,
+        entity: bool,
+        aliases: Vec<String>,
+        relations: Vec<(String, String)>,
+    ) -> GraphSource {
+        let extras = &envelope.extras;
+        GraphSource {
+            id,
+            label: extras
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("label") || k.eq_ignore_ascii_case("type"))
+                .map(|(_, v)| v.clone()),
+            entity,
+            aliases,
+            relations,
+            title: envelope.title.clone(),
+            tags: envelope.tags.clone(),
+            hubs: extras
+                .iter()
+                .filter(|(k, v)| {
+                    HUB_KEYS.contains(&k.to_lowercase().as_str()) && !v.trim().is_empty()
+                })
+                .map(|(k, v)| format!("{}:{}", k.to_lowercase(), v.trim().to_lowercase()))
+                .collect(),
+            fragments: Vec::new(),
+        }
+    }
+
+    /// Adds a fragment; fragments may come in any order.
+    pub fn push_fragment(&mut self, fragment: GraphFragment) {
+        self.fragments.push(fragment);
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// A built graph, ready to store (as JSON) or to load for queries.
+pub struct GraphData(pub(crate) GraphFile);
+
+impl GraphData {
+    /// Builds the graph of `sources` (any order) as the embedded index would from the same
+    /// sources; `built_from` is recorded as the commit it describes.
+    pub fn build(mut sources: Vec<GraphSource>, g: &GraphSettings, built_from: u64) -> GraphData {
+        sources.sort_by(|a, b| a.id.cmp(&b.id));
+        for s in &mut sources {
+            s.fragments.sort_by_key(|f| f.ordinal);
+        }
+        GraphData(extract(&sources, g, built_from))
+    }
+
+    /// Fragments, entities, edges by kind, links.
+    pub fn report(&self) -> GraphReport {
+        report_of(&self.0)
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.0).expect("the graph serialises")
+    }
+
+    /// Reads what [`GraphData::to_json`] wrote.
+    pub fn from_json(bytes: &[u8]) -> std::result::Result<GraphData, String> {
+        serde_json::from_slice(bytes)
+            .map(GraphData)
+            .map_err(|e| format!("unreadable graph: {e}"))
+    }
+
+    /// The graph as queries use it.
+    pub fn into_access(self) -> LoadedGraph {
+        LoadedGraph(super::GraphIndex::from_file(self.0))
+    }
+}
+
+/// A graph loaded for queries (the boost, the entity and neighbour channels).
+pub struct LoadedGraph(super::GraphIndex);
+
+impl std::ops::Deref for LoadedGraph {
+    type Target = dyn finder_core::GraphAccess;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+fn report_of(file: &GraphFile) -> GraphReport {
+    let mut report = GraphReport {
+        fragments: file.fragments.len(),
+        entities: file.entities.len(),
+        edges: file.edges.len(),
+        dropped_aliases: file.dropped_aliases.len(),
+        link_occurrences: file.link_occurrences,
+        source_links: file.source_links,
+        ..GraphReport::default()
+    };
+    for &(_, _, kind) in &file.edges {
+        *report
+            .kinds
+            .entry(RelationKind::from_u8(kind).as_str().to_string())
+            .or_default() += 1;
+    }
+    report
 }
 
 const STATE_FILE: &str = "state.json";
@@ -120,7 +232,7 @@ const STATE_FILE: &str = "state.json";
 /// What shapes the built graph: a change rebuilds it even when no source changed. The
 /// commit generation it was built from is part of it, so a graph left behind by a run killed
 /// after its commit is rebuilt by the next run.
-pub(crate) fn build_key(g: &GraphSettings, generation: u64) -> String {
+pub fn build_key(g: &GraphSettings, generation: u64) -> String {
     format!(
         "{FORMAT}:{:?}:{}:{}:{}:{}:g{generation}",
         g.link_order, g.mentions, g.link_titles, g.min_alias_chars, g.max_alias_df
@@ -156,22 +268,7 @@ pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
     let generation = info.as_ref().map_or(0, |i| i.generation);
     let sources = read_sources(dir, &index, fields)?;
     let file = extract(&sources, g, built_from);
-
-    let mut report = GraphReport {
-        fragments: file.fragments.len(),
-        entities: file.entities.len(),
-        edges: file.edges.len(),
-        dropped_aliases: file.dropped_aliases.len(),
-        link_occurrences: file.link_occurrences,
-        source_links: file.source_links,
-        ..GraphReport::default()
-    };
-    for &(_, _, kind) in &file.edges {
-        *report
-            .kinds
-            .entry(RelationKind::from_u8(kind).as_str().to_string())
-            .or_default() += 1;
-    }
+    let mut report = report_of(&file);
     std::fs::create_dir_all(&gdir).map_err(io(&gdir))?;
     let path = gdir.join(GRAPH_FILE);
     let tmp = gdir.join("graph.json.tmp");
@@ -209,8 +306,8 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Every live source with its fragments (in ordinal order), sorted by id.
-fn read_sources(dir: &Path, index: &tantivy::Index, fields: Fields) -> Result<Vec<SourceInfo>> {
-    let mut by_id: HashMap<String, SourceInfo> = HashMap::new();
+fn read_sources(dir: &Path, index: &tantivy::Index, fields: Fields) -> Result<Vec<GraphSource>> {
+    let mut by_id: HashMap<String, GraphSource> = HashMap::new();
     for_each_stored(dir, index, &mut |doc| {
         let text = |f| doc.get_first(f).and_then(|v| v.as_str()).unwrap_or("");
         let id = text(fields.source_id).to_string();
@@ -223,49 +320,30 @@ fn read_sources(dir: &Path, index: &tantivy::Index, fields: Fields) -> Result<Ve
             .and_then(|v| v.as_u64())
             .unwrap_or(0) as u32;
         let record: Option<FragmentRecord> = serde_json::from_str(text(fields.meta)).ok();
-        let entry = by_id.entry(id.clone()).or_insert_with(|| SourceInfo {
-            id,
-            label: None,
-            entity: false,
-            aliases: Vec::new(),
-            relations: Vec::new(),
-            title: String::new(),
-            tags: Vec::new(),
-            hubs: Vec::new(),
-            fragments: Vec::new(),
+        let entry = by_id.entry(id.clone()).or_insert_with(|| {
+            GraphSource::new(id, &Default::default(), false, Vec::new(), Vec::new())
         });
         if let Some(source) = record.and_then(|r| r.source) {
-            entry.entity = source.entity;
-            entry.label = source
-                .envelope
-                .extras
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case("label") || k.eq_ignore_ascii_case("type"))
-                .map(|(_, v)| v.clone());
-            entry.aliases = source.aliases.clone();
-            entry.relations = source.relations.clone();
-            entry.title = source.envelope.title.clone();
-            entry.tags = source.envelope.tags.clone();
-            entry.hubs = source
-                .envelope
-                .extras
-                .iter()
-                .filter(|(k, v)| {
-                    HUB_KEYS.contains(&k.to_lowercase().as_str()) && !v.trim().is_empty()
-                })
-                .map(|(k, v)| format!("{}:{}", k.to_lowercase(), v.trim().to_lowercase()))
-                .collect();
+            let fragments = std::mem::take(&mut entry.fragments);
+            *entry = GraphSource::new(
+                std::mem::take(&mut entry.id),
+                &source.envelope,
+                source.entity,
+                source.aliases.clone(),
+                source.relations.clone(),
+            );
+            entry.fragments = fragments;
         }
         // A source without text still gets a node: links can point at it.
         let body = text(fields.body);
-        entry.fragments.push(Fragment {
+        entry.fragments.push(GraphFragment {
             key,
             ordinal,
             body: body.to_string(),
         });
         Ok(())
     })?;
-    let mut sources: Vec<SourceInfo> = by_id.into_values().collect();
+    let mut sources: Vec<GraphSource> = by_id.into_values().collect();
     sources.sort_by(|a, b| a.id.cmp(&b.id));
     for s in &mut sources {
         s.fragments.sort_by_key(|f| f.ordinal);
@@ -295,7 +373,7 @@ impl Entities {
     }
 }
 
-fn extract(sources: &[SourceInfo], g: &GraphSettings, built_from: u64) -> GraphFile {
+fn extract(sources: &[GraphSource], g: &GraphSettings, built_from: u64) -> GraphFile {
     let mut fragments = Vec::new();
     // First fragment node of each source, in `sources` order.
     let mut heads = Vec::with_capacity(sources.len());

@@ -34,6 +34,11 @@ impl GraphIndex {
         };
         let file: GraphFile =
             serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Some(GraphIndex::from_file(file)))
+    }
+
+    /// The graph a build produced, as queries use it.
+    pub fn from_file(file: GraphFile) -> GraphIndex {
         let nodes = (file.fragments.len() + file.entities.len()) as u32;
         let graph = Graph::from_edges(nodes, &file.edges);
         let node_of = file
@@ -42,7 +47,7 @@ impl GraphIndex {
             .enumerate()
             .map(|(i, &k)| (k, i as u32))
             .collect();
-        Ok(Some(GraphIndex {
+        GraphIndex {
             graph,
             node_of,
             fragments: file.fragments,
@@ -53,7 +58,7 @@ impl GraphIndex {
             labels: file.labels.into_iter().collect(),
             min_alias_chars: file.min_alias_chars,
             matcher: OnceLock::new(),
-        }))
+        }
     }
 
     fn entity(&self, node: u32) -> Option<&EntityNode> {
