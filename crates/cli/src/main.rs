@@ -232,7 +232,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             sort,
         } => {
             let settings = load_settings(&index, config.as_deref())?;
-            let mut finder = semantic::open(&index, settings)?;
+            let mut finder = semantic::Engine::open(&index, settings)?;
             let mut set = set;
             if let Some(order) = sort {
                 set.push(format!("refine.sort={order}"));
@@ -241,7 +241,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 set.push("refine.prefilter=true".into());
             }
             let settings = finder.settings_with(&set)?;
-            semantic::attach_refiners(&mut finder, &settings);
+            finder.attach_refiners(&settings);
             let mut request = finder_core::Query::text(query, offset, limit);
             request.vector = vector.as_deref().map(semantic::parse_vector).transpose()?;
             for f in &filters {
@@ -272,7 +272,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             config,
         } => {
             let settings = load_settings(&index, config.as_deref())?;
-            let finder = semantic::open(&index, settings)?;
+            let finder = semantic::Engine::open(&index, settings)?;
             let settings = finder.settings_with(&set)?;
             let request = finder.like_query(&id, limit)?;
             let response = finder.query(&request, &settings)?;
@@ -284,7 +284,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Status { index, json } => {
-            let finder = Finder::open(&index, load_settings(&index, None)?)?;
+            let settings = load_settings(&index, None)?;
+            if settings.storage.backend == finder_core::StorageBackend::Postgres {
+                return pg_status(&settings, json);
+            }
+            let finder = Finder::open(&index, settings)?;
             let status = finder.status()?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&status)?);
@@ -307,6 +311,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 Some(c) => load_settings(Path::new("."), Some(c))?,
                 None => Settings::default(),
             };
+            if base.storage.backend != finder_core::StorageBackend::Embedded {
+                anyhow::bail!(
+                    "`finder eval` builds its own embedded index; remove [storage] from the config"
+                );
+            }
             let mut specs = finder_eval::presets(&runs)?;
             for r in &run {
                 specs.push(finder_eval::RunSpec::parse(r)?);
@@ -350,6 +359,9 @@ fn cmd_index(
     json: bool,
 ) -> Result<ExitCode> {
     let settings = load_settings(index, config)?;
+    if settings.storage.backend == finder_core::StorageBackend::Postgres {
+        return cmd_index_pg(inputs, &settings, json);
+    }
     let started = Instant::now();
     let bar = spinner("reading");
     let report = index_inputs(index, inputs, &settings, &mut |p| match p {
@@ -391,6 +403,77 @@ fn cmd_index(
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!("{}", render::vector_report(&vectors));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `finder index` into PostgreSQL: one transaction per shard, then the graph.
+fn cmd_index_pg(inputs: &[PathBuf], settings: &Settings, json: bool) -> Result<ExitCode> {
+    let config = finder_pg::PgConfig::from_settings(&settings.storage)?;
+    let started = Instant::now();
+    let report = finder_pg::index_inputs(&config, inputs, settings)
+        .with_context(|| format!("indexing into PostgreSQL ({} shards)", config.shards.len()))?;
+    for problem in &report.problems {
+        eprintln!("warning: {problem}");
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let c = &report.counts;
+    if json {
+        let value = serde_json::json!({
+            "backend": "postgres",
+            "shards": config.shards.len(),
+            "added": c.added,
+            "updated": c.updated,
+            "removed": c.removed,
+            "unchanged": c.unchanged,
+            "kept": c.kept,
+            "problems": report.problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            "rebuilt": report.rebuilt,
+            "sources": report.sources,
+            "fragments": report.fragments,
+            "graph": report.graph,
+            "seconds": secs,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!(
+            "PostgreSQL, {} shard(s): {} added, {} updated, {} removed, {} unchanged{} → {} sources, {} fragments in {secs:.2}s{}",
+            config.shards.len(),
+            c.added,
+            c.updated,
+            c.removed,
+            c.unchanged,
+            if report.rebuilt { " (rebuilt)" } else { "" },
+            report.sources,
+            report.fragments,
+            match &report.graph {
+                Some(g) => format!("; graph: {} nodes, {} edges", g.fragments + g.entities, g.edges),
+                None => String::new(),
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `finder status` over PostgreSQL: what each shard's last run recorded.
+fn pg_status(settings: &Settings, json: bool) -> Result<ExitCode> {
+    let config = finder_pg::PgConfig::from_settings(&settings.storage)?;
+    let finder = finder_pg::PgFinder::open(&config, settings.clone())?;
+    let records = finder.records();
+    if json {
+        let value = serde_json::json!({ "backend": "postgres", "shards": records });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("backend: PostgreSQL, {} shard(s)", records.len());
+    for (i, r) in records.iter().enumerate() {
+        println!(
+            "shard {i}: {} sources, {} fragments, generation {}, vectors {}",
+            r.sources,
+            r.fragments,
+            r.generation,
+            r.dim.map_or("none".to_string(), |d| format!("{d} dims")),
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

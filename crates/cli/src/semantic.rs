@@ -163,3 +163,73 @@ pub fn parse_vector(arg: &str) -> Result<Vec<f32>> {
     }
     Ok(values.into_iter().map(|x| x as f32).collect())
 }
+
+/// The store a command queries: the index folder, or PostgreSQL when `storage.backend =
+/// "postgres"` (the folder then only holds `finder.toml`).
+pub enum Engine {
+    Embedded(Finder),
+    Postgres(finder_pg::PgFinder),
+}
+
+impl Engine {
+    /// Opens the store `settings` name, with the embedding model, reranker and plugins
+    /// attached.
+    pub fn open(index: &Path, settings: Settings) -> Result<Engine> {
+        if settings.storage.backend == finder_core::StorageBackend::Embedded {
+            return open(index, settings).map(Engine::Embedded);
+        }
+        let config = finder_pg::PgConfig::from_settings(&settings.storage)?;
+        let embedder = ModelCache::default().get(&settings.embed);
+        let reranker = finder_embed::reranker(&settings.refine, embedder.clone().ok().flatten());
+        let plugins = finder_embed::plugins(&settings.refine);
+        let mut finder = finder_pg::PgFinder::open(&config, settings)?;
+        finder.attach_embedder(embedder);
+        finder.attach_refiners(reranker, plugins);
+        Ok(Engine::Postgres(finder))
+    }
+
+    pub fn settings_with(&self, overrides: &[String]) -> Result<Settings> {
+        Ok(match self {
+            Engine::Embedded(f) => f.settings_with(overrides)?,
+            Engine::Postgres(f) => f.settings_with(overrides)?,
+        })
+    }
+
+    /// Re-attaches the reranker and plugins when overrides changed them.
+    pub fn attach_refiners(&mut self, settings: &Settings) {
+        match self {
+            Engine::Embedded(f) => attach_refiners(f, settings),
+            // A query node is opened per command: the overrides were known at open.
+            Engine::Postgres(f) => {
+                let embedder = match settings.refine.rerank {
+                    finder_core::RerankBackend::Local => {
+                        finder_embed::load(&settings.embed).ok().flatten()
+                    }
+                    _ => None,
+                };
+                f.attach_refiners(
+                    finder_embed::reranker(&settings.refine, embedder),
+                    finder_embed::plugins(&settings.refine),
+                );
+            }
+        }
+    }
+
+    pub fn query(
+        &self,
+        request: &finder_core::Query,
+        settings: &Settings,
+    ) -> Result<finder_core::SearchResponse> {
+        Ok(match self {
+            Engine::Embedded(f) => f.query(request, settings)?,
+            Engine::Postgres(f) => f.query(request, settings)?,
+        })
+    }
+
+    pub fn like_query(&self, id: &str, limit: usize) -> Result<finder_core::Query> {
+        Ok(match self {
+            Engine::Embedded(f) => f.like_query(id, limit)?,
+            Engine::Postgres(f) => f.like_query(id, limit)?,
+        })
+    }
+}

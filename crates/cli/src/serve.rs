@@ -31,6 +31,13 @@ fn spaces(
     let mut list = Vec::new();
     for arg in args {
         let (name, dir) = parse_space_arg(arg);
+        let settings = finder_index::load_settings(&dir, config)?;
+        if settings.storage.backend != finder_core::StorageBackend::Embedded {
+            anyhow::bail!(
+                "space `{name}` ({}): the HTTP service and MCP serve embedded indexes only so far; query storage.backend = \"postgres\" with `finder search` or the finder-pg library",
+                dir.display()
+            );
+        }
         let mut space = Space::new(&name, &dir, config)?.with_opener(opener.clone());
         if let Some(hook) = &after_write {
             space = space.with_after_write(hook.clone());

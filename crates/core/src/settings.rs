@@ -58,6 +58,7 @@ pub struct Settings {
     pub finder: FinderSettings,
     pub graph: crate::graph::GraphSettings,
     pub refine: crate::refine::RefineSettings,
+    pub storage: StorageSettings,
 }
 
 /// Which model makes the vectors. Index-time for the vector layer: a change rebuilds the
@@ -99,6 +100,31 @@ impl Default for EmbedSettings {
             http_retries: 3,
         }
     }
+}
+
+/// Where sources, fragments, statistics, vectors and the graph are kept (index-time: it
+/// chooses the store, so a query may not override it).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageSettings {
+    pub backend: StorageBackend,
+    /// `postgres`: one connection URL per shard (the primary indexing writes to), in a fixed
+    /// order: a source lives on shard `key mod shards`.
+    pub urls: Vec<String>,
+    /// `postgres`: per shard, the streaming replicas queries read from (tried in turn; none:
+    /// the primary). Shorter than `urls` is fine.
+    pub read_urls: Vec<Vec<String>>,
+}
+
+/// The stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageBackend {
+    /// The index folder (tantivy, vectors, graph): one machine, no server.
+    #[default]
+    Embedded,
+    /// PostgreSQL + pgvector, over one or more shards (the `finder-pg` crate).
+    Postgres,
 }
 
 /// The embedding backends.
@@ -440,6 +466,48 @@ impl Settings {
         }
         for &w in &f.rollup_weights {
             check.range("finder.rollup_weights", w, 0.0, 1.0)?;
+        }
+        let st = &self.storage;
+        match st.backend {
+            StorageBackend::Postgres if st.urls.is_empty() => {
+                return Err(check.invalid(
+                    "storage.urls",
+                    "[]",
+                    "one PostgreSQL URL per shard with storage.backend = \"postgres\"",
+                ))
+            }
+            StorageBackend::Embedded if !st.urls.is_empty() || !st.read_urls.is_empty() => {
+                return Err(check.invalid(
+                    "storage.urls",
+                    &format!("{:?}", st.urls),
+                    "no URLs with storage.backend = \"embedded\" (set it to \"postgres\")",
+                ))
+            }
+            _ => {}
+        }
+        if st.read_urls.len() > st.urls.len() {
+            return Err(check.invalid(
+                "storage.read_urls",
+                &format!("{} lists", st.read_urls.len()),
+                &format!(
+                    "at most one list per shard ({} in storage.urls)",
+                    st.urls.len()
+                ),
+            ));
+        }
+        if let Some(bad) = st
+            .urls
+            .iter()
+            .chain(st.read_urls.iter().flatten())
+            .find(|u| {
+                !(u.starts_with("postgres://") || u.starts_with("postgresql://") || u.contains('='))
+            })
+        {
+            return Err(check.invalid(
+                "storage.urls",
+                bad,
+                "a PostgreSQL URL (postgresql://user@host:port/db) or key=value connection string",
+            ));
         }
         Ok(())
     }

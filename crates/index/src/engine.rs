@@ -117,6 +117,55 @@ pub struct Finder {
     extensions: finder_core::Extensions,
 }
 
+/// Applies query-time overrides to `base`, the settings an index was opened with, whose
+/// index-time values are `indexed`. Keys that shape what was stored (`index.*`, `embed.*`, the
+/// graph's build keys, `storage.*`) may only repeat the stored value; every store uses this.
+pub fn query_settings(
+    base: &Settings,
+    indexed: &finder_core::IndexSettings,
+    overrides: &[String],
+) -> Result<Settings> {
+    let mut settings = base.clone();
+    for o in overrides {
+        settings.set(o)?;
+        let embed_changed = settings.embed != base.embed;
+        // The graph's build keys shape what `finder index` extracted.
+        let graph_changed =
+            crate::graph::build_key(&settings.graph, 0) != crate::graph::build_key(&base.graph, 0);
+        let storage_changed = settings.storage != base.storage;
+        if embed_changed || graph_changed || storage_changed || settings.index != *indexed {
+            let key = o
+                .split_once('=')
+                .map_or(o.as_str(), |(k, _)| k.trim())
+                .to_string();
+            let indexed = if embed_changed {
+                "the model the vectors were built with".to_string()
+            } else if graph_changed {
+                toml_value(&base.graph, &key)
+            } else if storage_changed {
+                "the store this index lives in".to_string()
+            } else {
+                toml_value(indexed, &key)
+            };
+            return Err(IndexError::IndexTimeSetting { key, indexed });
+        }
+    }
+    Ok(settings)
+}
+
+/// The request behind "sources related to `id`" (any store): the source's title and summary
+/// as text, and the source itself for the graph and vector channels to start from.
+pub fn like_request(id: &str, view: &SourceView, limit: usize) -> Query {
+    const LIKE_TEXT_CHARS: usize = 600;
+    let text: String = format!("{} {}", view.envelope.title, view.summary)
+        .chars()
+        .take(LIKE_TEXT_CHARS)
+        .collect();
+    let mut request = Query::text(text.trim(), 0, limit);
+    request.like = Some(id.to_string());
+    request
+}
+
 impl Finder {
     /// Opens the index in `dir` with the given query-time settings as the base for queries.
     pub fn open(dir: &Path, settings: Settings) -> Result<Finder> {
@@ -191,29 +240,7 @@ impl Finder {
     /// Applies `--set` overrides to a copy of the base settings. Index-time keys may only
     /// repeat the indexed value.
     pub fn settings_with(&self, overrides: &[String]) -> Result<Settings> {
-        let mut settings = self.settings.clone();
-        for o in overrides {
-            settings.set(o)?;
-            let embed_changed = settings.embed != self.settings.embed;
-            // The graph's build keys shape what `finder index` extracted.
-            let graph_changed = crate::graph::build_key(&settings.graph, 0)
-                != crate::graph::build_key(&self.settings.graph, 0);
-            if embed_changed || graph_changed || settings.index != self.info.settings {
-                let key = o
-                    .split_once('=')
-                    .map_or(o.as_str(), |(k, _)| k.trim())
-                    .to_string();
-                let indexed = if embed_changed {
-                    "the model the vectors were built with".to_string()
-                } else if graph_changed {
-                    toml_value(&self.settings.graph, &key)
-                } else {
-                    toml_value(&self.info.settings, &key)
-                };
-                return Err(IndexError::IndexTimeSetting { key, indexed });
-            }
-        }
-        Ok(settings)
+        query_settings(&self.settings, &self.info.settings, overrides)
     }
 
     /// Picks up the latest commit (for long-lived readers such as a server).
@@ -280,17 +307,10 @@ impl Finder {
     /// boost and its vectors the vector list (`Query::like`), its title and summary (at most
     /// 600 characters) the lexical lists; the source itself never comes back.
     pub fn like_query(&self, id: &str, limit: usize) -> Result<Query> {
-        const LIKE_TEXT_CHARS: usize = 600;
         let view = self
             .source(id)?
             .ok_or_else(|| IndexError::UnknownSource(id.to_string()))?;
-        let text: String = format!("{} {}", view.envelope.title, view.summary)
-            .chars()
-            .take(LIKE_TEXT_CHARS)
-            .collect();
-        let mut request = Query::text(text.trim(), 0, limit);
-        request.like = Some(id.to_string());
-        Ok(request)
+        Ok(like_request(id, &view, limit))
     }
 
     pub fn status(&self) -> Result<Status> {

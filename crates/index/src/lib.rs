@@ -24,7 +24,9 @@ mod writer;
 
 pub use analyzer::looks_like_identifier;
 pub use document::{FragmentDoc, Problem, SourceDoc};
-pub use engine::{load_settings, Finder, GraphStatus, Status, CONFIG_FILE};
+pub use engine::{
+    like_request, load_settings, query_settings, Finder, GraphStatus, Status, CONFIG_FILE,
+};
 pub use error::{IndexError, Result};
 pub use ingest::{derive_summary, detect, fragment, read_input, InputKind};
 pub use keys::{fragment_key, source_key};

@@ -39,6 +39,28 @@ impl PgConfig {
         }
     }
 
+    /// The shards `[storage]` names (`storage.urls`, `storage.read_urls`).
+    pub fn from_settings(storage: &finder_core::StorageSettings) -> Result<PgConfig> {
+        if storage.backend != finder_core::StorageBackend::Postgres {
+            return Err(PgError::Config(
+                "storage.backend is not \"postgres\"".into(),
+            ));
+        }
+        let config = PgConfig {
+            shards: storage
+                .urls
+                .iter()
+                .enumerate()
+                .map(|(i, url)| ShardUrls {
+                    write: url.clone(),
+                    read: storage.read_urls.get(i).cloned().unwrap_or_default(),
+                })
+                .collect(),
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
     pub fn validate(&self) -> Result<()> {
         if self.shards.is_empty() {
             return Err(PgError::Config("no shards configured".into()));

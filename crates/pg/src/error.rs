@@ -28,6 +28,9 @@ pub enum PgError {
     /// A shard no indexing run has written to yet.
     #[error("shard {0} holds no Finder index yet; run an indexing pass into it first")]
     NotIndexed(usize),
+    /// A query-time setting that is out of range or would need another index.
+    #[error(transparent)]
+    Settings(#[from] finder_index::IndexError),
     /// `like` names a source no shard holds.
     #[error("unknown source `{0}`")]
     UnknownSource(String),

@@ -125,6 +125,16 @@ impl PgFinder {
         &self.settings
     }
 
+    /// Applies query-time overrides (`--set`) to the base settings; keys that shape what was
+    /// stored may only repeat the stored value.
+    pub fn settings_with(&self, overrides: &[String]) -> Result<Settings> {
+        Ok(finder_index::query_settings(
+            &self.settings,
+            &self.records[0].settings,
+            overrides,
+        )?)
+    }
+
     /// What each shard's last run recorded (as read at open).
     pub fn records(&self) -> &[RunRecord] {
         &self.records
@@ -159,6 +169,14 @@ impl PgFinder {
     pub fn query(&self, request: &Query, settings: &Settings) -> Result<SearchResponse> {
         let run = self.begin(request.vector.clone())?;
         finder_core::search_with(&run, request, settings, &self.extensions)
+    }
+
+    /// The request behind "sources related to `id`" (as the embedded engine makes it).
+    pub fn like_query(&self, id: &str, limit: usize) -> Result<Query> {
+        let view = self
+            .source(id)?
+            .ok_or_else(|| PgError::UnknownSource(id.to_string()))?;
+        Ok(finder_index::like_request(id, &view, limit))
     }
 
     /// A source by id, as hits show it.

@@ -3,6 +3,7 @@
 mod bad_inputs;
 mod crash;
 mod mcp;
+mod postgres;
 mod refine;
 
 use std::path::{Path, PathBuf};
