@@ -411,8 +411,27 @@ fn cmd_index(
 fn cmd_index_pg(inputs: &[PathBuf], settings: &Settings, json: bool) -> Result<ExitCode> {
     let config = finder_pg::PgConfig::from_settings(&settings.storage)?;
     let started = Instant::now();
-    let report = finder_pg::index_inputs(&config, inputs, settings)
-        .with_context(|| format!("indexing into PostgreSQL ({} shards)", config.shards.len()))?;
+    // Fragments are embedded as they are written (precomputed vectors come with the records).
+    let embedder = match settings.embed.backend {
+        finder_core::EmbedBackend::Precomputed | finder_core::EmbedBackend::None => None,
+        _ => match finder_embed::Embedder::from_settings(&settings.embed) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("warning: no vectors this run (lexical search works): {e}");
+                None
+            }
+        },
+    };
+    let bar = spinner("reading and writing");
+    let report = finder_pg::index_inputs_with(
+        &config,
+        inputs,
+        settings,
+        embedder.as_ref().map(|e| e as &dyn finder_core::Embed),
+        &mut |read| bar.set_position(read),
+    )
+    .with_context(|| format!("indexing into PostgreSQL ({} shards)", config.shards.len()))?;
+    bar.finish_and_clear();
     for problem in &report.problems {
         eprintln!("warning: {problem}");
     }

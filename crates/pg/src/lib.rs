@@ -26,4 +26,4 @@ pub use cluster::{shard_of, PgConfig, ShardUrls};
 pub use error::{PgError, Result};
 pub use finder::PgFinder;
 pub use schema::RunRecord;
-pub use writer::{index_inputs, PgRunReport};
+pub use writer::{index_inputs, index_inputs_with, PgRunReport};

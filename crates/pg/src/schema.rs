@@ -107,6 +107,9 @@ pub struct RunRecord {
     pub committed_at: u64,
     /// Runs that changed what the index holds.
     pub generation: u64,
+    /// The model the vectors come from (`precomputed/<dim>` for given vectors).
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 /// Creates the tables when missing (idempotent; the first writer of a database runs it).
@@ -177,7 +180,7 @@ pub(crate) fn write_meta(
 
 /// Empties every table and sets the vector column's length (a rebuild: the index-time
 /// settings or the vector length changed). The HNSW index needs a fixed length, so the
-/// column is typed `vector(dim)` and the index remade with it.
+/// column is typed `vector(dim)`; the writer builds the index once the rows are in.
 pub(crate) fn reset(
     client: &mut impl GenericClient,
     shard: usize,
@@ -187,18 +190,12 @@ pub(crate) fn reset(
         Some(d) => format!("vector({d})"),
         None => "vector".to_string(),
     };
-    let mut sql = format!(
+    let sql = format!(
         "TRUNCATE finder_sources, finder_fragments, finder_postings, finder_terms, finder_relations;
          UPDATE finder_stats SET docs = 0, tokens = 0;
          DROP INDEX IF EXISTS finder_fragments_embedding;
          ALTER TABLE finder_fragments ALTER COLUMN embedding TYPE {column};"
     );
-    if dim.is_some() {
-        sql.push_str(
-            "CREATE INDEX finder_fragments_embedding ON finder_fragments
-             USING hnsw (embedding vector_cosine_ops);",
-        );
-    }
     client.batch_execute(&sql).map_err(db(format!(
         "shard {shard}: emptying the tables for a rebuild"
     )))

@@ -11,8 +11,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use finder_core::{EmbedBackend, Settings};
-use finder_index::{Problem, RunCounts, SourceDoc};
+use finder_core::{Embed, EmbedBackend, Settings};
+use finder_index::{FragmentDoc, Problem, RunCounts, SourceDoc};
 use postgres::Transaction;
 
 use crate::cluster::{connect, shard_of, PgConfig};
@@ -40,13 +40,30 @@ pub struct PgRunReport {
 /// embedded index's directory lock).
 const WRITE_LOCK: i64 = 0x4669_6e64_6572; // "Finder"
 
-/// Indexes `inputs` into the shards of `config`, creating the tables when needed.
+/// Sources written per batch of statements (and fragments embedded per model call, at most).
+const BATCH_FRAGMENTS: usize = 512;
+
+/// Indexes `inputs` into the shards of `config`, creating the tables when needed. Vectors are
+/// the records' own with the `precomputed` backend; see [`index_inputs_with`] to embed.
 pub fn index_inputs(
     config: &PgConfig,
     inputs: &[PathBuf],
     settings: &Settings,
 ) -> Result<PgRunReport> {
+    index_inputs_with(config, inputs, settings, None, &mut |_| {})
+}
+
+/// [`index_inputs`] with an embedding model for the fragments (the text the embedded index
+/// embeds: title, newline, fragment), and a callback told how many sources were read so far.
+pub fn index_inputs_with(
+    config: &PgConfig,
+    inputs: &[PathBuf],
+    settings: &Settings,
+    embedder: Option<&dyn Embed>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<PgRunReport> {
     config.validate()?;
+    let embedder = embedder.filter(|_| settings.embed.backend != EmbedBackend::Precomputed);
     let n = config.shards.len();
     let mut clients = Vec::with_capacity(n);
     for (i, s) in config.shards.iter().enumerate() {
@@ -73,7 +90,14 @@ pub fn index_inputs(
         previous.push(schema::read_meta(tx, i, n)?);
     }
 
-    let dim = (settings.embed.backend == EmbedBackend::Precomputed).then_some(settings.embed.dim);
+    let (dim, model) = match embedder {
+        Some(e) => (Some(e.dim()), Some(e.model_id().to_string())),
+        None if settings.embed.backend == EmbedBackend::Precomputed => (
+            Some(settings.embed.dim),
+            Some(format!("precomputed/{}", settings.embed.dim)),
+        ),
+        None => (None, None),
+    };
     let mut origins = Vec::new();
     for input in inputs {
         let canonical = input.canonicalize().map_err(|e| {
@@ -88,7 +112,7 @@ pub fn index_inputs(
     let rebuild = previous
         .iter()
         .flatten()
-        .any(|r| r.settings != settings.index || r.dim != dim);
+        .any(|r| r.settings != settings.index || r.dim != dim || r.model != model);
     let known: BTreeSet<String> = previous
         .iter()
         .flatten()
@@ -107,9 +131,13 @@ pub fn index_inputs(
             }));
         }
     }
+    // A shard loaded from empty gets its vector index after the load: building HNSW once is
+    // far cheaper than growing it row by row.
+    let mut bulk = vec![false; n];
     for (i, tx) in txs.iter_mut().enumerate() {
         if rebuild || previous[i].is_none() {
             schema::reset(tx, i, dim)?;
+            bulk[i] = true;
         }
     }
 
@@ -133,6 +161,9 @@ pub fn index_inputs(
     let mut written: HashSet<String> = HashSet::new();
     let mut incomplete: HashSet<String> = HashSet::new();
     let mut failure: Option<PgError> = None;
+    // Sources read but not written yet, each with whether it replaces a stored one.
+    let mut pending: Vec<(bool, SourceDoc)> = Vec::new();
+    let (mut pending_fragments, mut read) = (0usize, 0u64);
     for (input, origin) in inputs.iter().zip(&origins) {
         let mut sink = |item: std::result::Result<SourceDoc, Problem>| {
             if failure.is_some() {
@@ -185,16 +216,30 @@ pub fn index_inputs(
             } else {
                 report.counts.added += 1;
             }
-            let key = finder_index::source_key(&source.id);
-            let shard = shard_of(key, n);
-            let tx = &mut txs[shard];
-            let done = delete_source(tx, shard, key.0)
-                .and_then(|()| write_source(tx, shard, &source, settings, dim, &mut analyzers));
-            match done {
-                Ok(()) => {
-                    written.insert(source.id.clone());
+            read += 1;
+            if read % 1000 == 0 {
+                progress(read);
+            }
+            // A source given twice in one run: the later one replaces the earlier.
+            let mut replaces = previous.is_some() && !rebuild;
+            if !written.insert(source.id.clone()) {
+                match pending.iter().position(|(_, s)| s.id == source.id) {
+                    Some(at) => {
+                        pending.remove(at);
+                    }
+                    None => replaces = true,
                 }
-                Err(e) => failure = Some(e),
+            }
+            pending_fragments += source.fragments.len().max(1);
+            pending.push((replaces, source));
+            if pending_fragments >= BATCH_FRAGMENTS {
+                pending_fragments = 0;
+                let batch = std::mem::take(&mut pending);
+                if let Err(e) =
+                    write_batch(&mut txs, batch, settings, dim, embedder, &mut analyzers)
+                {
+                    failure = Some(e);
+                }
             }
         };
         finder_index::read_input(input, origin, &settings.index, &mut sink)
@@ -203,10 +248,20 @@ pub fn index_inputs(
             return Err(e);
         }
     }
+    write_batch(
+        &mut txs,
+        std::mem::take(&mut pending),
+        settings,
+        dim,
+        embedder,
+        &mut analyzers,
+    )?;
+    progress(read);
 
     // Sources of this run's inputs that were not seen are gone from their input, unless the
     // input had errors that hid which ids it holds.
     let mut kept = 0u64;
+    let mut gone: Vec<Vec<i64>> = vec![Vec::new(); n];
     for (id, (_, origin)) in &catalog {
         if seen.contains(id) || !origins.contains(origin) {
             continue;
@@ -216,9 +271,13 @@ pub fn index_inputs(
             continue;
         }
         let key = finder_index::source_key(id);
-        let shard = shard_of(key, n);
-        delete_source(&mut txs[shard], shard, key.0)?;
+        gone[shard_of(key, n)].push(to_db(key.0));
         report.counts.removed += 1;
+    }
+    for (shard, keys) in gone.iter().enumerate() {
+        if !keys.is_empty() {
+            delete_sources(&mut txs[shard], shard, keys)?;
+        }
     }
     let failed: HashSet<&String> = report
         .problems
@@ -248,6 +307,14 @@ pub fn index_inputs(
     for (i, tx) in txs.iter_mut().enumerate() {
         tx.batch_execute("DELETE FROM finder_terms WHERE df <= 0")
             .map_err(db(format!("shard {i}: dropping unused terms")))?;
+        if bulk[i] && dim.is_some() {
+            tx.batch_execute(
+                "SET LOCAL maintenance_work_mem = '1GB';
+                 CREATE INDEX IF NOT EXISTS finder_fragments_embedding ON finder_fragments
+                 USING hnsw (embedding vector_cosine_ops);",
+            )
+            .map_err(db(format!("shard {i}: building the vector index")))?;
+        }
         let row = tx
             .query_one(
                 "SELECT (SELECT count(*) FROM finder_sources), (SELECT count(*) FROM finder_fragments)",
@@ -266,6 +333,7 @@ pub fn index_inputs(
             last_run: report.counts,
             committed_at,
             generation,
+            model: model.clone(),
         };
         schema::write_meta(tx, i, n, &record)?;
     }
@@ -299,18 +367,17 @@ fn vector_problem(source: &SourceDoc, settings: &Settings) -> Option<String> {
         .then(|| "`vector` holds a number that is not finite".to_string())
 }
 
-/// Removes a source (cascading to its fragments, postings and relations) and takes its
+/// Removes sources (cascading to its fragments, postings and relations) and takes its
 /// share out of the term statistics first. Nothing happens for an unknown key.
-fn delete_source(tx: &mut Transaction<'_>, shard: usize, skey: u64) -> Result<()> {
-    let key = to_db(skey);
+fn delete_sources(tx: &mut Transaction<'_>, shard: usize, keys: &[i64]) -> Result<()> {
     tx.execute(
         "WITH gone AS (
              SELECT p.field, p.term, count(*) AS n
              FROM finder_postings p JOIN finder_fragments f ON f.fkey = p.fkey
-             WHERE f.skey = $1 GROUP BY p.field, p.term)
+             WHERE f.skey = ANY($1) GROUP BY p.field, p.term)
          UPDATE finder_terms t SET df = t.df - gone.n
          FROM gone WHERE t.field = gone.field AND t.term = gone.term",
-        &[&key],
+        &[&keys],
     )
     .map_err(db(format!("shard {shard}: updating term statistics")))?;
     tx.execute(
@@ -319,12 +386,12 @@ fn delete_source(tx: &mut Transaction<'_>, shard: usize, skey: u64) -> Result<()
              tokens = s.tokens - CASE s.field WHEN 0 THEN c.words ELSE c.trigrams END
          FROM (SELECT count(*) AS docs, coalesce(sum(words), 0) AS words,
                       coalesce(sum(trigrams), 0) AS trigrams
-               FROM finder_fragments WHERE skey = $1) c",
-        &[&key],
+               FROM finder_fragments WHERE skey = ANY($1)) c",
+        &[&keys],
     )
     .map_err(db(format!("shard {shard}: updating field statistics")))?;
-    tx.execute("DELETE FROM finder_sources WHERE skey = $1", &[&key])
-        .map_err(db(format!("shard {shard}: deleting a source")))?;
+    tx.execute("DELETE FROM finder_sources WHERE skey = ANY($1)", &[&keys])
+        .map_err(db(format!("shard {shard}: deleting sources")))?;
     Ok(())
 }
 
@@ -342,123 +409,249 @@ pub(crate) fn vector_text(v: &[f32]) -> String {
     s
 }
 
-/// Writes a source: its row, its fragments (with the vector when there is one), their
-/// postings and relations, and adds its share to the term statistics.
-fn write_source(
-    tx: &mut Transaction<'_>,
-    shard: usize,
-    source: &SourceDoc,
+/// One batch's rows for one shard, as column arrays for `unnest`.
+#[derive(Default)]
+struct Rows {
+    replaced: Vec<i64>,
+    // finder_sources
+    skeys: Vec<i64>,
+    ids: Vec<String>,
+    origins: Vec<String>,
+    hashes: Vec<String>,
+    envelopes: Vec<serde_json::Value>,
+    summaries: Vec<String>,
+    entities: Vec<bool>,
+    aliases: Vec<serde_json::Value>,
+    counts: Vec<i32>,
+    // finder_fragments
+    fkeys: Vec<i64>,
+    owners: Vec<i64>,
+    ordinals: Vec<i32>,
+    bodies: Vec<String>,
+    headings: Vec<Option<String>>,
+    byte_starts: Vec<i64>,
+    byte_ends: Vec<i64>,
+    line_starts: Vec<i32>,
+    line_ends: Vec<i32>,
+    words: Vec<i32>,
+    trigrams: Vec<i32>,
+    embeddings: Vec<Option<String>>,
+    // finder_postings
+    p_fields: Vec<i16>,
+    p_terms: Vec<String>,
+    p_fkeys: Vec<i64>,
+    p_tfs: Vec<i32>,
+    p_norms: Vec<i32>,
+    // finder_relations
+    r_skeys: Vec<i64>,
+    r_to: Vec<String>,
+    r_kinds: Vec<String>,
+    words_total: i64,
+    trigrams_total: i64,
+}
+
+/// Writes a batch of sources: embeds the fragments that need a vector, then per shard
+/// removes the versions they replace and inserts sources, fragments, postings, relations and
+/// their share of the statistics, a handful of statements per shard.
+fn write_batch(
+    txs: &mut [Transaction<'_>],
+    batch: Vec<(bool, SourceDoc)>,
     settings: &Settings,
     dim: Option<usize>,
+    embedder: Option<&dyn Embed>,
     analyzers: &mut Analyzers,
 ) -> Result<()> {
-    let place = |what: &str| format!("shard {shard}: writing {what} of `{}`", source.id);
-    let skey = to_db(finder_index::source_key(&source.id).0);
-    let envelope = serde_json::to_value(&source.envelope).expect("envelope serialises");
-    let aliases = serde_json::to_value(&source.aliases).expect("aliases serialise");
-    tx.execute(
-        "INSERT INTO finder_sources (skey, id, origin, hash, envelope, summary, entity, aliases, fragments)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        &[
-            &skey,
-            &source.id,
-            &source.origin,
-            &source.hash,
-            &envelope,
-            &source.summary,
-            &source.entity,
-            &aliases,
-            &(source.fragments.len() as i32),
-        ],
-    )
-    .map_err(db(place("the source")))?;
-
-    let vector = match (dim, &source.vector) {
-        (Some(_), Some(v)) => Some(vector_text(v)),
-        _ => None,
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let stored: Vec<Vec<FragmentDoc>> = batch.iter().map(|(_, s)| stored_fragments(s)).collect();
+    let vectors = match embedder {
+        Some(e) => embed_batch(e, &batch, &stored)?,
+        None => batch
+            .iter()
+            .zip(&stored)
+            .map(|((_, s), fragments)| {
+                let v = dim.and(s.vector.as_ref()).map(|v| vector_text(v));
+                // As in the embedded index, a fragment with no text has no vector.
+                fragments
+                    .iter()
+                    .map(|f| v.clone().filter(|_| !f.text.trim().is_empty()))
+                    .collect()
+            })
+            .collect(),
     };
-    let (mut fields, mut terms, mut fkeys, mut tfs, mut norms) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut words_total, mut trigrams_total) = (0i64, 0i64);
-    let fragments = stored_fragments(source);
-    for fragment in &fragments {
-        let fkey = to_db(finder_index::fragment_key(&source.id, fragment.ordinal).0);
-        let indexed = indexed_text(&source.envelope.title, fragment, &settings.index);
-        let words = field_terms(&mut analyzers.words, &indexed);
-        let trigrams = if settings.index.trigrams {
-            Some(field_terms(&mut analyzers.trigrams, &indexed))
-        } else {
-            None
-        };
-        let trigram_len = trigrams.as_ref().map_or(0, |t| t.len);
-        words_total += i64::from(words.len);
-        trigrams_total += i64::from(trigram_len);
-        // As in the embedded index, a fragment with no text has no vector.
-        let embedding = vector.as_ref().filter(|_| !fragment.text.trim().is_empty());
-        let e = fragment.extent;
-        tx.execute(
-            "INSERT INTO finder_fragments (fkey, skey, ordinal, body, heading, byte_start, byte_end,
-                 line_start, line_end, words, trigrams, embedding)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::text::vector)",
-            &[
-                &fkey,
-                &skey,
-                &(fragment.ordinal as i32),
-                &fragment.text,
-                &fragment.heading,
-                &(e.byte_start as i64),
-                &(e.byte_end as i64),
-                &(e.line_start as i32),
-                &(e.line_end as i32),
-                &(words.len as i32),
-                &(trigram_len as i32),
-                &embedding,
-            ],
-        )
-        .map_err(db(place("a fragment")))?;
-        for (field, t) in [(WORDS, Some(words)), (TRIGRAMS, trigrams)] {
-            let Some(t) = t else { continue };
-            for (term, tf) in t.counts {
-                fields.push(field);
-                terms.push(term);
-                fkeys.push(fkey);
-                tfs.push(tf as i32);
-                norms.push(t.norm as i32);
+    let mut shards: Vec<Rows> = (0..txs.len()).map(|_| Rows::default()).collect();
+    for (((replaces, source), fragments), vectors) in batch.iter().zip(&stored).zip(vectors) {
+        let skey = to_db(finder_index::source_key(&source.id).0);
+        let r = &mut shards[shard_of(finder_index::source_key(&source.id), txs.len())];
+        if *replaces {
+            r.replaced.push(skey);
+        }
+        r.skeys.push(skey);
+        r.ids.push(source.id.clone());
+        r.origins.push(source.origin.clone());
+        r.hashes.push(source.hash.clone());
+        r.envelopes
+            .push(serde_json::to_value(&source.envelope).expect("envelope serialises"));
+        r.summaries.push(source.summary.clone());
+        r.entities.push(source.entity);
+        r.aliases
+            .push(serde_json::to_value(&source.aliases).expect("aliases serialise"));
+        r.counts.push(source.fragments.len() as i32);
+        for (fragment, embedding) in fragments.iter().zip(vectors) {
+            let fkey = to_db(finder_index::fragment_key(&source.id, fragment.ordinal).0);
+            let indexed = indexed_text(&source.envelope.title, fragment, &settings.index);
+            let words = field_terms(&mut analyzers.words, &indexed);
+            let trigrams = settings
+                .index
+                .trigrams
+                .then(|| field_terms(&mut analyzers.trigrams, &indexed));
+            let trigram_len = trigrams.as_ref().map_or(0, |t| t.len);
+            r.words_total += i64::from(words.len);
+            r.trigrams_total += i64::from(trigram_len);
+            let e = fragment.extent;
+            r.fkeys.push(fkey);
+            r.owners.push(skey);
+            r.ordinals.push(fragment.ordinal as i32);
+            r.bodies.push(fragment.text.clone());
+            r.headings.push(fragment.heading.clone());
+            r.byte_starts.push(e.byte_start as i64);
+            r.byte_ends.push(e.byte_end as i64);
+            r.line_starts.push(e.line_start as i32);
+            r.line_ends.push(e.line_end as i32);
+            r.words.push(words.len as i32);
+            r.trigrams.push(trigram_len as i32);
+            r.embeddings.push(embedding);
+            for (field, t) in [(WORDS, Some(words)), (TRIGRAMS, trigrams)] {
+                let Some(t) = t else { continue };
+                for (term, tf) in t.counts {
+                    r.p_fields.push(field);
+                    r.p_terms.push(term);
+                    r.p_fkeys.push(fkey);
+                    r.p_tfs.push(tf as i32);
+                    r.p_norms.push(t.norm as i32);
+                }
             }
         }
+        for (to, kind) in &source.relations {
+            r.r_skeys.push(skey);
+            r.r_to.push(to.clone());
+            r.r_kinds.push(kind.clone());
+        }
     }
+    for (shard, (tx, r)) in txs.iter_mut().zip(shards).enumerate() {
+        if r.skeys.is_empty() {
+            continue;
+        }
+        write_rows(tx, shard, &r)?;
+    }
+    Ok(())
+}
+
+/// The vectors of a batch's fragments from the model, in batches of the model's size.
+fn embed_batch(
+    embedder: &dyn Embed,
+    batch: &[(bool, SourceDoc)],
+    stored: &[Vec<FragmentDoc>],
+) -> Result<Vec<Vec<Option<String>>>> {
+    let mut texts = Vec::new();
+    for ((_, source), fragments) in batch.iter().zip(stored) {
+        for f in fragments.iter().filter(|f| !f.text.trim().is_empty()) {
+            let title = &source.envelope.title;
+            texts.push(if title.is_empty() {
+                f.text.clone()
+            } else {
+                format!("{title}\n{}", f.text)
+            });
+        }
+    }
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let mut vectors = embedder
+        .embed(&refs)
+        .map_err(|reason| PgError::Config(format!("embedding fragments: {reason}")))?
+        .into_iter();
+    Ok(stored
+        .iter()
+        .map(|fragments| {
+            fragments
+                .iter()
+                .map(|f| {
+                    (!f.text.trim().is_empty())
+                        .then(|| vectors.next().map(|v| vector_text(&v)))
+                        .flatten()
+                })
+                .collect()
+        })
+        .collect())
+}
+
+/// One shard's share of a batch, in one statement per table.
+fn write_rows(tx: &mut Transaction<'_>, shard: usize, r: &Rows) -> Result<()> {
+    let place = |what: &str| format!("shard {shard}: writing {what}");
+    if !r.replaced.is_empty() {
+        delete_sources(tx, shard, &r.replaced)?;
+    }
+    tx.execute(
+        "INSERT INTO finder_sources (skey, id, origin, hash, envelope, summary, entity, aliases, fragments)
+         SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::jsonb[],
+                              $6::text[], $7::bool[], $8::jsonb[], $9::int4[])",
+        &[
+            &r.skeys, &r.ids, &r.origins, &r.hashes, &r.envelopes, &r.summaries, &r.entities,
+            &r.aliases, &r.counts,
+        ],
+    )
+    .map_err(db(place("sources")))?;
+    tx.execute(
+        "INSERT INTO finder_fragments (fkey, skey, ordinal, body, heading, byte_start, byte_end,
+             line_start, line_end, words, trigrams, embedding)
+         SELECT f.fkey, f.skey, f.ordinal, f.body, f.heading, f.bs, f.be, f.ls, f.le, f.w, f.t,
+                f.e::vector
+         FROM unnest($1::int8[], $2::int8[], $3::int4[], $4::text[], $5::text[], $6::int8[],
+                     $7::int8[], $8::int4[], $9::int4[], $10::int4[], $11::int4[], $12::text[])
+              AS f(fkey, skey, ordinal, body, heading, bs, be, ls, le, w, t, e)",
+        &[
+            &r.fkeys,
+            &r.owners,
+            &r.ordinals,
+            &r.bodies,
+            &r.headings,
+            &r.byte_starts,
+            &r.byte_ends,
+            &r.line_starts,
+            &r.line_ends,
+            &r.words,
+            &r.trigrams,
+            &r.embeddings,
+        ],
+    )
+    .map_err(db(place("fragments")))?;
     tx.execute(
         "INSERT INTO finder_postings (field, term, fkey, tf, norm)
          SELECT * FROM unnest($1::int2[], $2::text[], $3::int8[], $4::int4[], $5::int4[])",
-        &[&fields, &terms, &fkeys, &tfs, &norms],
+        &[&r.p_fields, &r.p_terms, &r.p_fkeys, &r.p_tfs, &r.p_norms],
     )
-    .map_err(db(place("the postings")))?;
+    .map_err(db(place("postings")))?;
     tx.execute(
         "INSERT INTO finder_terms (field, term, df)
          SELECT field, term, count(*) FROM unnest($1::int2[], $2::text[]) AS p(field, term)
          GROUP BY field, term
          ON CONFLICT (field, term) DO UPDATE SET df = finder_terms.df + EXCLUDED.df",
-        &[&fields, &terms],
+        &[&r.p_fields, &r.p_terms],
     )
-    .map_err(db(place("the term statistics")))?;
+    .map_err(db(place("term statistics")))?;
     tx.execute(
         "UPDATE finder_stats SET docs = docs + $1::int8,
              tokens = tokens + CASE field WHEN 0 THEN $2::int8 ELSE $3::int8 END",
-        &[&(fragments.len() as i64), &words_total, &trigrams_total],
+        &[&(r.fkeys.len() as i64), &r.words_total, &r.trigrams_total],
     )
-    .map_err(db(place("the field statistics")))?;
-    if !source.relations.is_empty() {
-        let (to, kind): (Vec<&str>, Vec<&str>) = source
-            .relations
-            .iter()
-            .map(|(t, k)| (t.as_str(), k.as_str()))
-            .unzip();
+    .map_err(db(place("field statistics")))?;
+    if !r.r_skeys.is_empty() {
         tx.execute(
             "INSERT INTO finder_relations (skey, to_id, kind)
-             SELECT $1, * FROM unnest($2::text[], $3::text[])",
-            &[&skey, &to, &kind],
+             SELECT * FROM unnest($1::int8[], $2::text[], $3::text[])",
+            &[&r.r_skeys, &r.r_to, &r.r_kinds],
         )
-        .map_err(db(place("the relations")))?;
+        .map_err(db(place("relations")))?;
     }
     Ok(())
 }

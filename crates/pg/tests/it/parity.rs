@@ -258,3 +258,113 @@ fn hybrid_search_matches_the_embedded_engine() {
     assert_eq!(vector.status, finder_core::ChannelStatus::Degraded);
     assert!(!r.hits.is_empty());
 }
+
+/// A deterministic stand-in model: each word adds to a few coordinates chosen by its hash, so
+/// texts sharing words point alike; unit length, as every `Embed` returns.
+struct WordHashes;
+
+impl Embed for WordHashes {
+    fn model_id(&self) -> &str {
+        "test/word-hashes"
+    }
+
+    fn dim(&self) -> usize {
+        16
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0f32; 16];
+                for w in t.split_whitespace() {
+                    let h = w
+                        .to_lowercase()
+                        .bytes()
+                        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+                        });
+                    v[(h % 16) as usize] += 1.0;
+                    v[((h >> 8) % 16) as usize] += 0.5;
+                }
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-9);
+                v.iter().map(|x| x / norm).collect()
+            })
+            .collect())
+    }
+}
+
+#[test]
+fn vectors_embedded_at_ingest_match_the_embedded_engine() {
+    let Some(server) = support::server("embedding at ingest") else {
+        return;
+    };
+    let db = server.database("embedded_vectors");
+    let tmp = tempfile::tempdir().unwrap();
+    let notes = support::write_notes(tmp.path(), 40, 17);
+    // The same record given by two inputs: the later one wins, written once.
+    let (first, second) = (tmp.path().join("a.jsonl"), tmp.path().join("b.jsonl"));
+    std::fs::write(
+        &first,
+        "{\"id\": \"twice\", \"title\": \"first\", \"text\": \"kiln glaze\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &second,
+        "{\"id\": \"twice\", \"title\": \"second\", \"text\": \"kiln glaze firing\"}\n",
+    )
+    .unwrap();
+    let mut settings = support::settings();
+    settings.embed.backend = finder_core::EmbedBackend::Minilm;
+    settings.embed.dim = 16;
+    let config = PgConfig::single(&db.url);
+    let index = tmp.path().join("index");
+    let inputs = vec![notes, first, second];
+    finder_index::index_inputs(&index, &inputs, &settings, &mut |_| {}).unwrap();
+    finder_index::build_vectors(&index, &settings, &WordHashes, &mut |_, _| {}).unwrap();
+    let mut read = 0;
+    let run =
+        finder_pg::index_inputs_with(&config, &inputs, &settings, Some(&WordHashes), &mut |n| {
+            read = n
+        })
+        .unwrap();
+    assert_eq!(read, 42, "progress counts every source read");
+    assert_eq!(run.sources, 41);
+    let mut embedded = Finder::open(&index, settings.clone()).unwrap();
+    embedded.attach_embedder(Ok(Some(Arc::new(WordHashes))));
+    let mut pg = PgFinder::open(&config, settings.clone()).unwrap();
+    pg.attach_embedder(Ok(Some(Arc::new(WordHashes))));
+    let mut dense = settings.clone();
+    dense.lexical.enabled = false;
+    for (q, _) in support::queries(20, 9) {
+        let a = embedded.search(&q, &dense, 0, 10).unwrap();
+        let b = pg.search(&q, &dense, 0, 10).unwrap();
+        assert_eq!(ids(&a), ids(&b), "dense `{q}`");
+        let pg_scores = channel_scores(&b, Channel::Vector);
+        for (id, s) in channel_scores(&a, Channel::Vector) {
+            if let Some((_, t)) = pg_scores.iter().find(|(i, _)| *i == id) {
+                assert!((s - t).abs() < 1e-4, "`{q}`: cosine of `{id}` {s} vs {t}");
+            }
+        }
+    }
+    let r = pg.search("kiln glaze firing", &settings, 0, 3).unwrap();
+    assert_eq!(r.hits[0].id, "twice");
+    assert_eq!(r.hits[0].envelope.title, "second");
+    // Another model is another index: the next run rebuilds.
+    struct Other;
+    impl Embed for Other {
+        fn model_id(&self) -> &str {
+            "test/other"
+        }
+        fn dim(&self) -> usize {
+            16
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+            WordHashes.embed(texts)
+        }
+    }
+    let again =
+        finder_pg::index_inputs_with(&config, &inputs, &settings, Some(&Other), &mut |_| {})
+            .unwrap();
+    assert!(again.rebuilt);
+}
