@@ -201,6 +201,33 @@ pub(crate) fn reset(
     )))
 }
 
+/// Before a load into empty tables: the postings' key and foreign key go, so the bulk of the
+/// rows goes in without a B-tree insert and a lookup each ([`add_posting_keys`] puts them
+/// back, built once over sorted data, in the same transaction).
+pub(crate) fn drop_posting_keys(client: &mut impl GenericClient, shard: usize) -> Result<()> {
+    client
+        .batch_execute(
+            "ALTER TABLE finder_postings DROP CONSTRAINT IF EXISTS finder_postings_pkey,
+                 DROP CONSTRAINT IF EXISTS finder_postings_fkey_fkey;
+             DROP INDEX IF EXISTS finder_postings_fragment;",
+        )
+        .map_err(db(format!("shard {shard}: preparing a bulk load")))
+}
+
+/// Restores what [`drop_posting_keys`] removed.
+pub(crate) fn add_posting_keys(client: &mut impl GenericClient, shard: usize) -> Result<()> {
+    client
+        .batch_execute(
+            "SET LOCAL maintenance_work_mem = '1GB';
+             ALTER TABLE finder_postings ADD PRIMARY KEY (field, term, fkey) INCLUDE (tf, norm),
+                 ADD FOREIGN KEY (fkey) REFERENCES finder_fragments ON DELETE CASCADE;
+             CREATE INDEX finder_postings_fragment ON finder_postings (fkey);",
+        )
+        .map_err(db(format!(
+            "shard {shard}: indexing the postings after a bulk load"
+        )))
+}
+
 /// Maps a key to the `bigint` that stores it.
 pub(crate) fn to_db(key: u64) -> i64 {
     key as i64

@@ -137,6 +137,7 @@ pub fn index_inputs_with(
     for (i, tx) in txs.iter_mut().enumerate() {
         if rebuild || previous[i].is_none() {
             schema::reset(tx, i, dim)?;
+            schema::drop_posting_keys(tx, i)?;
             bulk[i] = true;
         }
     }
@@ -164,6 +165,7 @@ pub fn index_inputs_with(
     // Sources read but not written yet, each with whether it replaces a stored one.
     let mut pending: Vec<(bool, SourceDoc)> = Vec::new();
     let (mut pending_fragments, mut read) = (0usize, 0u64);
+    let mut df: Vec<TermCounts> = vec![TermCounts::new(); n];
     for (input, origin) in inputs.iter().zip(&origins) {
         let mut sink = |item: std::result::Result<SourceDoc, Problem>| {
             if failure.is_some() {
@@ -235,9 +237,15 @@ pub fn index_inputs_with(
             if pending_fragments >= BATCH_FRAGMENTS {
                 pending_fragments = 0;
                 let batch = std::mem::take(&mut pending);
-                if let Err(e) =
-                    write_batch(&mut txs, batch, settings, dim, embedder, &mut analyzers)
-                {
+                if let Err(e) = write_batch(
+                    &mut txs,
+                    &mut df,
+                    batch,
+                    settings,
+                    dim,
+                    embedder,
+                    &mut analyzers,
+                ) {
                     failure = Some(e);
                 }
             }
@@ -250,6 +258,7 @@ pub fn index_inputs_with(
     }
     write_batch(
         &mut txs,
+        &mut df,
         std::mem::take(&mut pending),
         settings,
         dim,
@@ -275,6 +284,7 @@ pub fn index_inputs_with(
         report.counts.removed += 1;
     }
     for (shard, keys) in gone.iter().enumerate() {
+        write_df(&mut txs[shard], shard, &mut df[shard])?;
         if !keys.is_empty() {
             delete_sources(&mut txs[shard], shard, keys)?;
         }
@@ -307,6 +317,9 @@ pub fn index_inputs_with(
     for (i, tx) in txs.iter_mut().enumerate() {
         tx.batch_execute("DELETE FROM finder_terms WHERE df <= 0")
             .map_err(db(format!("shard {i}: dropping unused terms")))?;
+        if bulk[i] {
+            schema::add_posting_keys(tx, i)?;
+        }
         if bulk[i] && dim.is_some() {
             tx.batch_execute(
                 "SET LOCAL maintenance_work_mem = '1GB';
@@ -455,6 +468,7 @@ struct Rows {
 /// their share of the statistics, a handful of statements per shard.
 fn write_batch(
     txs: &mut [Transaction<'_>],
+    df: &mut [TermCounts],
     batch: Vec<(bool, SourceDoc)>,
     settings: &Settings,
     dim: Option<usize>,
@@ -539,13 +553,20 @@ fn write_batch(
             r.r_kinds.push(kind.clone());
         }
     }
-    for (shard, (tx, r)) in txs.iter_mut().zip(shards).enumerate() {
-        if r.skeys.is_empty() {
-            continue;
-        }
-        write_rows(tx, shard, &r)?;
-    }
-    Ok(())
+    // Shards are separate servers (or databases): write to them at once.
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = txs
+            .iter_mut()
+            .zip(df.iter_mut())
+            .zip(&shards)
+            .enumerate()
+            .filter(|(_, (_, r))| !r.skeys.is_empty())
+            .map(|(shard, ((tx, df), r))| scope.spawn(move || write_rows(tx, shard, r, df)))
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().expect("shard writer thread panicked"))
+    })
 }
 
 /// The vectors of a batch's fragments from the model, in batches of the model's size.
@@ -585,10 +606,33 @@ fn embed_batch(
         .collect())
 }
 
+/// Document frequencies a run added to a shard and has not written yet: kept in memory and
+/// written once ([`write_df`]), rather than upserting every term of every batch.
+type TermCounts = HashMap<(i16, String), i64>;
+
+/// Adds the pending document frequencies to `finder_terms`.
+fn write_df(tx: &mut Transaction<'_>, shard: usize, df: &mut TermCounts) -> Result<()> {
+    if df.is_empty() {
+        return Ok(());
+    }
+    let (keys, counts): (Vec<(i16, String)>, Vec<i64>) = std::mem::take(df).into_iter().unzip();
+    let (fields, terms): (Vec<i16>, Vec<String>) = keys.into_iter().unzip();
+    tx.execute(
+        "INSERT INTO finder_terms (field, term, df)
+         SELECT * FROM unnest($1::int2[], $2::text[], $3::int8[])
+         ON CONFLICT (field, term) DO UPDATE SET df = finder_terms.df + EXCLUDED.df",
+        &[&fields, &terms, &counts],
+    )
+    .map(drop)
+    .map_err(db(format!("shard {shard}: writing term statistics")))
+}
+
 /// One shard's share of a batch, in one statement per table.
-fn write_rows(tx: &mut Transaction<'_>, shard: usize, r: &Rows) -> Result<()> {
+fn write_rows(tx: &mut Transaction<'_>, shard: usize, r: &Rows, df: &mut TermCounts) -> Result<()> {
     let place = |what: &str| format!("shard {shard}: writing {what}");
     if !r.replaced.is_empty() {
+        // What is removed is subtracted from the stored counts: bring them up to date first.
+        write_df(tx, shard, df)?;
         delete_sources(tx, shard, &r.replaced)?;
     }
     tx.execute(
@@ -631,14 +675,9 @@ fn write_rows(tx: &mut Transaction<'_>, shard: usize, r: &Rows) -> Result<()> {
         &[&r.p_fields, &r.p_terms, &r.p_fkeys, &r.p_tfs, &r.p_norms],
     )
     .map_err(db(place("postings")))?;
-    tx.execute(
-        "INSERT INTO finder_terms (field, term, df)
-         SELECT field, term, count(*) FROM unnest($1::int2[], $2::text[]) AS p(field, term)
-         GROUP BY field, term
-         ON CONFLICT (field, term) DO UPDATE SET df = finder_terms.df + EXCLUDED.df",
-        &[&r.p_fields, &r.p_terms],
-    )
-    .map_err(db(place("term statistics")))?;
+    for (field, term) in r.p_fields.iter().zip(&r.p_terms) {
+        *df.entry((*field, term.clone())).or_default() += 1;
+    }
     tx.execute(
         "UPDATE finder_stats SET docs = docs + $1::int8,
              tokens = tokens + CASE field WHEN 0 THEN $2::int8 ELSE $3::int8 END",
