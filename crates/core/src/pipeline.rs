@@ -86,6 +86,12 @@ pub trait Retriever {
         None
     }
 
+    /// Whether any source may carry a date. `false` lets the recency blend (which skips
+    /// undated pools) go without reading every pooled source's envelope.
+    fn may_have_dates(&self) -> bool {
+        true
+    }
+
     /// The key of a source id, when this store holds it (plugin hits name sources by id).
     fn source_key(&self, _id: &str) -> Option<SourceKey> {
         None
@@ -457,7 +463,7 @@ pub fn search_with<R: Retriever>(
         }
         level += 1;
     };
-    let (page, facets, refine_report) = refiner.page(offset, limit);
+    let (page, facets, refine_report) = refiner.page(store, offset, limit)?;
     let mut hits = Vec::with_capacity(page.len());
     for (i, entry) in page {
         let mut hints = Vec::new();
@@ -520,6 +526,9 @@ mod tests {
     struct Memory {
         lists: Vec<RankedList>,
         owners: HashMap<u64, (Option<u64>, u32)>,
+        /// Sources read through `source`, and whether any may carry a date.
+        reads: std::cell::Cell<usize>,
+        dated: bool,
     }
 
     impl Retriever for Memory {
@@ -561,7 +570,12 @@ mod tests {
                 .collect())
         }
 
+        fn may_have_dates(&self) -> bool {
+            self.dated
+        }
+
         fn source(&self, source: SourceKey) -> Result<Option<SourceView>, Self::Error> {
+            self.reads.set(self.reads.get() + 1);
             let id = format!("s{}", source.0);
             Ok(Some(SourceView {
                 id: id.clone(),
@@ -632,7 +646,48 @@ mod tests {
                 (4, (None, 0)),
                 (5, (Some(30), 0)),
             ]),
+            reads: std::cell::Cell::new(0),
+            dated: true,
         }
+    }
+
+    #[test]
+    fn undated_pools_read_views_for_the_page_only() {
+        let mut many = memory();
+        // Forty sources of one fragment each, ranked by one list.
+        let keys: Vec<u64> = (100..140).collect();
+        many.lists = vec![list(Channel::Lexical, &keys)];
+        many.owners = keys.iter().map(|&k| (k, (Some(k), 0))).collect();
+        let request = Query::text("q", 2, 5);
+        let eager = search(&many, &request, &Settings::default()).unwrap();
+        let eager_reads = many.reads.replace(0);
+        many.dated = false;
+        let lazy = search(&many, &request, &Settings::default()).unwrap();
+        let lazy_reads = many.reads.get();
+        let shown = |r: &SearchResponse| {
+            r.hits
+                .iter()
+                .map(|h| {
+                    (
+                        h.rank,
+                        h.id.clone(),
+                        h.score,
+                        h.envelope.clone(),
+                        h.summary.clone(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(shown(&eager), shown(&lazy));
+        assert_eq!(lazy.hits.len(), 5);
+        assert_eq!(lazy_reads, 5, "only the page's sources are read");
+        assert!(eager_reads >= 40, "{eager_reads}");
+        // A stage that needs the pool's envelopes reads them again.
+        let mut by_date = Settings::default();
+        by_date.refine.sort = crate::SortOrder::Date;
+        many.reads.set(0);
+        search(&many, &request, &by_date).unwrap();
+        assert!(many.reads.get() >= 40);
     }
 
     #[test]

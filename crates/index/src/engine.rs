@@ -811,6 +811,10 @@ impl Retriever for QueryRun<'_> {
         Some(crate::keys::source_key(id))
     }
 
+    fn may_have_dates(&self) -> bool {
+        self.finder.info.dated != Some(0)
+    }
+
     fn hint(
         &self,
         fragment: FragmentKey,

@@ -60,6 +60,9 @@ pub struct CommitInfo {
     /// a run killed between the commit and their rebuild is caught by the next run.
     #[serde(default)]
     pub generation: u64,
+    /// Sources with a date (`None`: an index written before this was counted).
+    #[serde(default)]
+    pub dated: Option<u64>,
 }
 
 pub(crate) const FORMAT: u32 = 1;

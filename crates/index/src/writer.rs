@@ -218,21 +218,22 @@ pub fn index_inputs(
     report.counts.problems = report.problems.len() as u64;
 
     // Totals after this run: the previous catalog, minus removals, plus what was written.
-    let mut totals: HashMap<&String, u32> = HashMap::new();
+    let mut totals: HashMap<&String, (u32, bool)> = HashMap::new();
     if !rebuild {
         for (id, r) in &catalog {
             let removed =
                 origins.contains(&r.origin) && !seen.contains(id) && !kept_ids.contains(id);
             if !removed {
-                totals.insert(id, r.fragments);
+                totals.insert(id, (r.fragments, r.envelope.date.is_some()));
             }
         }
     }
     for (id, r) in &written {
-        totals.insert(id, r.fragments);
+        totals.insert(id, (r.fragments, r.envelope.date.is_some()));
     }
     report.sources = totals.len() as u64;
-    report.fragments = totals.values().map(|&n| n as u64).sum();
+    report.fragments = totals.values().map(|&(n, _)| n as u64).sum();
+    let dated = totals.values().filter(|&&(_, d)| d).count() as u64;
 
     let changed = report.counts.added + report.counts.updated + report.counts.removed > 0;
     let previous_generation = info.as_ref().map_or(0, |i| i.generation);
@@ -252,6 +253,7 @@ pub fn index_inputs(
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         generation,
+        dated: Some(dated),
     };
     progress(Progress::Committing);
     let mut prepared = writer.prepare_commit().map_err(err)?;

@@ -28,7 +28,11 @@ type PluginTexts = HashMap<String, Option<String>>;
 
 /// One ranked source on its way through the stages.
 pub(crate) struct Entry {
+    /// The source's view; a placeholder while `pending` (read for the page only).
     pub view: SourceView,
+    /// The stored source, when the entry is one (plugin-only hits may not be).
+    pub key: Option<SourceKey>,
+    pub pending: bool,
     /// The rollup score.
     pub raw: f64,
     /// The score after the stages so far.
@@ -68,6 +72,8 @@ pub(crate) struct Refiner<'x> {
     /// Each plugin's list (asked once per query) with the texts it gave per id.
     plugins: Option<Vec<(PluginList, PluginTexts)>>,
     consumed: HashSet<String>,
+    /// Sources placed (or passed over) by key: what levels without views go by.
+    consumed_keys: HashSet<SourceKey>,
     /// Sources placed before the late removals (what decides whether to go deeper).
     placed: usize,
     out: Vec<Entry>,
@@ -90,6 +96,7 @@ impl<'x> Refiner<'x> {
             rerank_failed: false,
             plugins: None,
             consumed: HashSet::new(),
+            consumed_keys: HashSet::new(),
             placed: 0,
             out: Vec::new(),
             report: RefineReport::default(),
@@ -180,14 +187,35 @@ impl<'x> Refiner<'x> {
         let needs_text = r.dedup || r.mmr || r.rerank != RerankBackend::None;
         let mut entries = Vec::with_capacity(level.ranked.len());
         let restricts = self.restricts(settings);
+        // Without a stage that reads the pooled sources (dates, text, extras, ids), their
+        // views are read for the page alone: most of a plain query's cost otherwise.
+        let lazy = !needs_text
+            && !restricts
+            && self.filter.is_empty()
+            && request.user.is_none()
+            && r.plugins.is_empty()
+            && self.ext.plugins.is_empty()
+            && match r.sort {
+                SortOrder::Date => false,
+                SortOrder::Score => !r.recency || !store.may_have_dates(),
+            };
         for (source, parts) in level.ranked.iter().zip(level.parts) {
             // Lists derived after fusion (graph neighbours, communities) were not restricted
             // with the channels: scope and the prefilter hold for every source regardless.
             if restricts && !self.admits(store, source.source, settings)? {
                 continue;
             }
-            let Some(view) = self.view(store, source.source)?.cloned() else {
-                continue;
+            let view = if lazy {
+                SourceView {
+                    id: String::new(),
+                    envelope: Envelope::default(),
+                    summary: String::new(),
+                }
+            } else {
+                let Some(view) = self.view(store, source.source)?.cloned() else {
+                    continue;
+                };
+                view
             };
             let best = source.fragments.first().map(|f| f.0);
             let text = match (needs_text, best) {
@@ -203,6 +231,8 @@ impl<'x> Refiner<'x> {
             });
             entries.push(Entry {
                 view,
+                key: Some(source.source),
+                pending: lazy,
                 raw: source.score,
                 score: source.score,
                 relevance,
@@ -241,6 +271,9 @@ impl<'x> Refiner<'x> {
             let kept = collapse_near_duplicates(&candidates(&entries), &r.dedup_params());
             for k in &kept {
                 for a in &k.explain.absorbed {
+                    if let Some(key) = store.source_key(&a.id) {
+                        self.consumed_keys.insert(key);
+                    }
                     if self.consumed.insert(a.id.clone()) {
                         self.report.collapsed += 1;
                     }
@@ -272,13 +305,16 @@ impl<'x> Refiner<'x> {
         let ceiling = self.out.last().map_or(f64::INFINITY, |e| e.shown);
         let mut segment: Vec<Entry> = Vec::new();
         for mut e in entries {
-            if self.consumed.insert(e.view.id.clone()) {
+            let new_key = e.key.is_none_or(|k| self.consumed_keys.insert(k));
+            let new_id = e.pending || self.consumed.insert(e.view.id.clone());
+            if new_key && new_id {
                 e.normalized_by = divisor;
                 e.shown = (e.score / divisor).min(ceiling);
                 segment.push(e);
             }
         }
         for s in level.ranked {
+            self.consumed_keys.insert(s.source);
             if let Some(Some(v)) = self.views.get(&s.source) {
                 self.consumed.insert(v.id.clone());
             }
@@ -501,6 +537,8 @@ impl<'x> Refiner<'x> {
         Ok(Some(Entry {
             text: text.unwrap_or_else(|| view.summary.clone()),
             view,
+            key: source,
+            pending: false,
             raw: 0.0,
             score: 0.0,
             relevance: 0.0,
@@ -514,24 +552,31 @@ impl<'x> Refiner<'x> {
         }))
     }
 
-    /// The long ranking from `offset`, at most `limit` entries, and facets over them.
-    pub fn page(
+    /// The long ranking from `offset`, at most `limit` entries (their views read now when
+    /// the stages did not need them), and facets over them.
+    pub fn page<R: Retriever>(
         mut self,
+        store: &R,
         offset: usize,
         limit: usize,
-    ) -> (Vec<(usize, Entry)>, Facets, RefineReport) {
-        let page: Vec<(usize, Entry)> = self
-            .out
-            .drain(..)
-            .enumerate()
-            .skip(offset)
-            .take(limit)
-            .collect();
+    ) -> Result<(Vec<(usize, Entry)>, Facets, RefineReport), R::Error> {
+        let mut page: Vec<(usize, Entry)> = Vec::with_capacity(limit.min(self.out.len()));
+        for (i, mut e) in self.out.drain(..).enumerate().skip(offset).take(limit) {
+            if e.pending {
+                // A source gone from the store since its fragments ranked is left out.
+                let Some(view) = e.key.map(|k| store.source(k)).transpose()?.flatten() else {
+                    continue;
+                };
+                e.view = view;
+                e.pending = false;
+            }
+            page.push((i, e));
+        }
         let facets = facets(
             page.iter()
                 .map(|(_, e)| (&e.view.envelope.extras, e.view.envelope.tags.as_slice())),
         );
-        (page, facets, self.report)
+        Ok((page, facets, self.report))
     }
 }
 
