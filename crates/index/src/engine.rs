@@ -115,6 +115,8 @@ pub struct Finder {
     graph: std::result::Result<Option<crate::graph::GraphIndex>, String>,
     /// Reranker, plugin retrievers and user profiles for the refinement stages.
     extensions: finder_core::Extensions,
+    /// Where each fragment's document is, for the searcher generation it was read from.
+    addresses: std::sync::Mutex<Option<(u64, Arc<HashMap<u64, DocAddress>>)>>,
 }
 
 /// Applies query-time overrides to `base`, the settings an index was opened with, whose
@@ -195,6 +197,7 @@ impl Finder {
         let vectors = VectorIndex::open(&dir.join(VECTOR_DIR)).map_err(|e| e.to_string());
         let graph = crate::graph::GraphIndex::load(dir);
         Ok(Finder {
+            addresses: std::sync::Mutex::new(None),
             dir: dir.to_path_buf(),
             index,
             reader,
@@ -484,14 +487,45 @@ impl QueryRun<'_> {
         if let Some(s) = self.seen.borrow().get(&fragment) {
             return Ok(Some(*s));
         }
-        let term = Term::from_field_u64(self.fields().fragment_key, fragment.0);
-        match self.docs_with(&term)?.first() {
+        match self.addresses()?.get(&fragment.0) {
             Some(&address) => {
                 self.remember(address)?;
                 Ok(self.seen.borrow().get(&fragment).copied())
             }
             None => Ok(None),
         }
+    }
+
+    /// Every live fragment's document by key, for this query's searcher: built once per
+    /// searcher generation from the `fragment_key` column (vector hits and graph nodes name
+    /// fragments by key; a term lookup each cost more than the rest of their rollup).
+    fn addresses(&self) -> Result<Arc<HashMap<u64, DocAddress>>> {
+        let generation = self.searcher.generation().generation_id();
+        let mut cache = self
+            .finder
+            .addresses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some((g, map)) = cache.as_ref() {
+            if *g == generation {
+                return Ok(Arc::clone(map));
+            }
+        }
+        let mut map = HashMap::with_capacity(self.searcher.num_docs() as usize);
+        for (ord, segment) in self.searcher.segment_readers().iter().enumerate() {
+            let column = segment
+                .fast_fields()
+                .u64("fragment_key")
+                .map_err(|e| self.err(e))?;
+            for doc in segment.doc_ids_alive() {
+                if let Some(key) = column.first(doc) {
+                    map.insert(key, DocAddress::new(ord as u32, doc));
+                }
+            }
+        }
+        let map = Arc::new(map);
+        *cache = Some((generation, Arc::clone(&map)));
+        Ok(map)
     }
 
     fn stored(&self, address: DocAddress) -> Result<(String, FragmentRecord)> {
