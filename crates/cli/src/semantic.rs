@@ -167,8 +167,8 @@ pub fn parse_vector(arg: &str) -> Result<Vec<f32>> {
 /// The store a command queries: the index folder, or PostgreSQL when `storage.backend =
 /// "postgres"` (the folder then only holds `finder.toml`).
 pub enum Engine {
-    Embedded(Finder),
-    Postgres(finder_pg::PgFinder),
+    Embedded(Box<Finder>),
+    Postgres(Box<finder_pg::PgFinder>),
 }
 
 impl Engine {
@@ -176,7 +176,7 @@ impl Engine {
     /// attached.
     pub fn open(index: &Path, settings: Settings) -> Result<Engine> {
         if settings.storage.backend == finder_core::StorageBackend::Embedded {
-            return open(index, settings).map(Engine::Embedded);
+            return open(index, settings).map(|f| Engine::Embedded(Box::new(f)));
         }
         let config = finder_pg::PgConfig::from_settings(&settings.storage)?;
         let embedder = ModelCache::default().get(&settings.embed);
@@ -185,7 +185,7 @@ impl Engine {
         let mut finder = finder_pg::PgFinder::open(&config, settings)?;
         finder.attach_embedder(embedder);
         finder.attach_refiners(reranker, plugins);
-        Ok(Engine::Postgres(finder))
+        Ok(Engine::Postgres(Box::new(finder)))
     }
 
     pub fn settings_with(&self, overrides: &[String]) -> Result<Settings> {

@@ -102,6 +102,9 @@ enum Semantic {
     Ready(Arc<dyn Embed>),
 }
 
+/// Fragment key → the document holding it, for one searcher generation.
+type Addresses = Arc<HashMap<u64, DocAddress>>;
+
 /// A Finder index opened for reading.
 pub struct Finder {
     dir: PathBuf,
@@ -116,7 +119,7 @@ pub struct Finder {
     /// Reranker, plugin retrievers and user profiles for the refinement stages.
     extensions: finder_core::Extensions,
     /// Where each fragment's document is, for the searcher generation it was read from.
-    addresses: std::sync::Mutex<Option<(u64, Arc<HashMap<u64, DocAddress>>)>>,
+    addresses: std::sync::Mutex<Option<(u64, Addresses)>>,
 }
 
 /// Applies query-time overrides to `base`, the settings an index was opened with, whose
@@ -285,6 +288,8 @@ impl Finder {
             finder: self,
             searcher: self.reader.searcher(),
             seen: RefCell::new(HashMap::new()),
+            columns: RefCell::new(HashMap::new()),
+            docs: RefCell::new(HashMap::new()),
             extra: RefCell::new(Vec::new()),
             vector: request
                 .vector
@@ -300,6 +305,8 @@ impl Finder {
             finder: self,
             searcher: self.reader.searcher(),
             seen: RefCell::new(HashMap::new()),
+            columns: RefCell::new(HashMap::new()),
+            docs: RefCell::new(HashMap::new()),
             extra: RefCell::new(Vec::new()),
             vector: None,
         };
@@ -409,11 +416,21 @@ struct Seen {
     entity: bool,
 }
 
+/// A segment's key columns, opened once per query.
+struct KeyColumns {
+    fragment_key: tantivy::columnar::Column<u64>,
+    source_key: tantivy::columnar::Column<u64>,
+    ordinal: tantivy::columnar::Column<u64>,
+    entity: Option<tantivy::columnar::Column<u64>>,
+}
+
 /// One query's view: a snapshot plus what its channels found.
 struct QueryRun<'a> {
     finder: &'a Finder,
     searcher: Searcher,
     seen: RefCell<HashMap<FragmentKey, Seen>>,
+    columns: RefCell<HashMap<u32, KeyColumns>>,
+    docs: RefCell<HashMap<DocAddress, (String, FragmentRecord)>>,
     /// Sub-stage timings (query embedding) reported with the response.
     extra: RefCell<Vec<StageTime>>,
     /// The query's vector when the caller gave one (unit length).
@@ -431,10 +448,24 @@ impl QueryRun<'_> {
 
     /// Reads keys of a fragment document and remembers them for later stages.
     fn remember(&self, address: DocAddress) -> Result<FragmentKey> {
-        let segment = self.searcher.segment_reader(address.segment_ord);
-        let fast = segment.fast_fields();
-        let read = |name: &str| -> Result<u64> {
-            let column = fast.u64(name).map_err(|e| self.err(e))?;
+        let mut columns = self.columns.borrow_mut();
+        let c = match columns.entry(address.segment_ord) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                let fast = self
+                    .searcher
+                    .segment_reader(address.segment_ord)
+                    .fast_fields();
+                let column = |name: &str| fast.u64(name).map_err(|e| self.err(e));
+                slot.insert(KeyColumns {
+                    fragment_key: column("fragment_key")?,
+                    source_key: column("source_key")?,
+                    ordinal: column("ordinal")?,
+                    entity: self.fields().entity.and_then(|_| fast.u64("entity").ok()),
+                })
+            }
+        };
+        let read = |column: &tantivy::columnar::Column<u64>, name: &str| -> Result<u64> {
             column
                 .first(address.doc_id)
                 .ok_or_else(|| IndexError::Corrupt {
@@ -442,17 +473,12 @@ impl QueryRun<'_> {
                     reason: format!("fragment without `{name}`"),
                 })
         };
-        let key = FragmentKey(read("fragment_key")?);
-        let entity = self.fields().entity.is_some()
-            && fast
-                .u64("entity")
-                .ok()
-                .and_then(|c| c.first(address.doc_id))
-                == Some(1);
+        let key = FragmentKey(read(&c.fragment_key, "fragment_key")?);
+        let entity = c.entity.as_ref().and_then(|col| col.first(address.doc_id)) == Some(1);
         let seen = Seen {
             address,
-            source: SourceKey(read("source_key")?),
-            ordinal: read("ordinal")? as u32,
+            source: SourceKey(read(&c.source_key, "source_key")?),
+            ordinal: read(&c.ordinal, "ordinal")? as u32,
             entity,
         };
         self.seen.borrow_mut().insert(key, seen);
@@ -499,7 +525,7 @@ impl QueryRun<'_> {
     /// Every live fragment's document by key, for this query's searcher: built once per
     /// searcher generation from the `fragment_key` column (vector hits and graph nodes name
     /// fragments by key; a term lookup each cost more than the rest of their rollup).
-    fn addresses(&self) -> Result<Arc<HashMap<u64, DocAddress>>> {
+    fn addresses(&self) -> Result<Addresses> {
         let generation = self.searcher.generation().generation_id();
         let mut cache = self
             .finder
@@ -528,7 +554,18 @@ impl QueryRun<'_> {
         Ok(map)
     }
 
+    /// A fragment document's body and record, read once per query (a page's hint and its
+    /// source's view often read the same document).
     fn stored(&self, address: DocAddress) -> Result<(String, FragmentRecord)> {
+        if let Some(hit) = self.docs.borrow().get(&address) {
+            return Ok(hit.clone());
+        }
+        let read = self.read_stored(address)?;
+        self.docs.borrow_mut().insert(address, read.clone());
+        Ok(read)
+    }
+
+    fn read_stored(&self, address: DocAddress) -> Result<(String, FragmentRecord)> {
         let doc: TantivyDocument = self.searcher.doc(address).map_err(|e| self.err(e))?;
         let text = |f| {
             doc.get_first(f)

@@ -47,6 +47,7 @@ pub mod testing {
     //! Internals exposed for the integration tests and benchmarks only.
     pub use crate::analyzer::terms as analyze;
     pub use crate::lexical::{field_stats, query_terms, top_k};
+    pub use crate::vector::ann::{Hnsw, HnswParams};
 
     /// The word analyzer for `language`, as the index uses it.
     pub fn word_analyzer(language: &str) -> tantivy::tokenizer::TextAnalyzer {

@@ -639,6 +639,10 @@ impl Retriever for PgQuery<'_> {
         Ok(found.into_iter().map(|f| f.fragment).collect())
     }
 
+    fn may_have_dates(&self) -> bool {
+        self.finder.records.iter().any(|r| r.dated != Some(0))
+    }
+
     fn graph(&self) -> GraphState<'_> {
         match &self.finder.graph {
             Ok(Some(g)) => GraphState::Ready(&**g),

@@ -110,6 +110,9 @@ pub struct RunRecord {
     /// The model the vectors come from (`precomputed/<dim>` for given vectors).
     #[serde(default)]
     pub model: Option<String>,
+    /// Sources with a date in this shard (`None`: written before this was counted).
+    #[serde(default)]
+    pub dated: Option<u64>,
 }
 
 /// Creates the tables when missing (idempotent; the first writer of a database runs it).
@@ -180,7 +183,9 @@ pub(crate) fn write_meta(
 
 /// Empties every table and sets the vector column's length (a rebuild: the index-time
 /// settings or the vector length changed). The HNSW index needs a fixed length, so the
-/// column is typed `vector(dim)`; the writer builds the index once the rows are in.
+/// column is typed `vector(dim)`; the writer builds the index once the rows are in. Vectors
+/// stay in the row (`STORAGE MAIN`): TOASTed, every distance would first fetch and join
+/// chunks (the fragment's body moves out instead).
 pub(crate) fn reset(
     client: &mut impl GenericClient,
     shard: usize,
@@ -194,7 +199,8 @@ pub(crate) fn reset(
         "TRUNCATE finder_sources, finder_fragments, finder_postings, finder_terms, finder_relations;
          UPDATE finder_stats SET docs = 0, tokens = 0;
          DROP INDEX IF EXISTS finder_fragments_embedding;
-         ALTER TABLE finder_fragments ALTER COLUMN embedding TYPE {column};"
+         ALTER TABLE finder_fragments ALTER COLUMN embedding TYPE {column};
+         ALTER TABLE finder_fragments ALTER COLUMN embedding SET STORAGE MAIN;"
     );
     client.batch_execute(&sql).map_err(db(format!(
         "shard {shard}: emptying the tables for a rebuild"

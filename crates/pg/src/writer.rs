@@ -320,6 +320,13 @@ pub fn index_inputs_with(
         if bulk[i] {
             schema::add_posting_keys(tx, i)?;
         }
+        if changed || bulk[i] {
+            // Fresh statistics, or the planner may scan every vector instead of the index.
+            tx.batch_execute(
+                "ANALYZE finder_sources, finder_fragments, finder_postings, finder_terms",
+            )
+            .map_err(db(format!("shard {i}: updating the planner's statistics")))?;
+        }
         if bulk[i] && dim.is_some() {
             tx.batch_execute(
                 "SET LOCAL maintenance_work_mem = '1GB';
@@ -330,11 +337,14 @@ pub fn index_inputs_with(
         }
         let row = tx
             .query_one(
-                "SELECT (SELECT count(*) FROM finder_sources), (SELECT count(*) FROM finder_fragments)",
+                "SELECT (SELECT count(*) FROM finder_sources),
+                        (SELECT count(*) FROM finder_fragments),
+                        (SELECT count(*) FROM finder_sources
+                         WHERE coalesce(envelope->>'date', '') <> '')",
                 &[],
             )
             .map_err(db(format!("shard {i}: counting")))?;
-        let (sources, fragments): (i64, i64) = (row.get(0), row.get(1));
+        let (sources, fragments, dated): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
         report.sources += sources as u64;
         report.fragments += fragments as u64;
         let record = RunRecord {
@@ -347,6 +357,7 @@ pub fn index_inputs_with(
             committed_at,
             generation,
             model: model.clone(),
+            dated: Some(dated as u64),
         };
         schema::write_meta(tx, i, n, &record)?;
     }

@@ -559,7 +559,7 @@ impl<'x> Refiner<'x> {
         store: &R,
         offset: usize,
         limit: usize,
-    ) -> Result<(Vec<(usize, Entry)>, Facets, RefineReport), R::Error> {
+    ) -> Result<Page, R::Error> {
         let mut page: Vec<(usize, Entry)> = Vec::with_capacity(limit.min(self.out.len()));
         for (i, mut e) in self.out.drain(..).enumerate().skip(offset).take(limit) {
             if e.pending {
@@ -579,6 +579,9 @@ impl<'x> Refiner<'x> {
         Ok((page, facets, self.report))
     }
 }
+
+/// A page of the long ranking (with each entry's rank), its facets and the stages' report.
+pub(crate) type Page = (Vec<(usize, Entry)>, Facets, RefineReport);
 
 /// The stages' view of the entries, borrowing their data.
 fn candidates(entries: &[Entry]) -> Vec<Candidate<'_>> {

@@ -72,7 +72,7 @@ const NONE: u32 = u32::MAX;
 
 /// Build parameters of an [`Hnsw`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct HnswParams {
+pub struct HnswParams {
     /// Neighbours kept per node on the upper layers; layer 0 keeps up to `2m`. At least 2.
     pub m: usize,
     /// Beam width while inserting; larger builds a better graph, more slowly.
@@ -93,7 +93,7 @@ impl Default for HnswParams {
 
 /// Why a stored vector index could not be read.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum AnnError {
+pub enum AnnError {
     #[error(
         "not a Finder vector index: expected the magic bytes \"{expected}\", found \"{found}\""
     )]
@@ -119,7 +119,7 @@ pub(crate) enum AnnError {
 /// `search` and `exact` take `&self` and may run on many threads at once (the type is `Sync`);
 /// `insert`, `remove` and `compact` need exclusive access, so a writer builds or updates its
 /// own copy and publishes it, in keeping with the index's immutable snapshots.
-pub(crate) struct Hnsw {
+pub struct Hnsw {
     dim: usize,
     params: HnswParams,
     /// Row `r` is `vectors[r * dim..(r + 1) * dim]`.

@@ -276,7 +276,7 @@ impl Embed for WordHashes {
         Ok(texts
             .iter()
             .map(|t| {
-                let mut v = vec![0f32; 16];
+                let mut v = [0f32; 16];
                 for w in t.split_whitespace() {
                     let h = w
                         .to_lowercase()

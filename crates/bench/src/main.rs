@@ -1,0 +1,198 @@
+//! The `finder-bench` command: `gen`, `embed`, `run`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use finder_bench::{embed, gen, run};
+
+#[derive(Parser)]
+#[command(
+    name = "finder-bench",
+    about = "Finder's benchmark harness: datasets and Finder runs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate a synthetic dataset (deterministic: the same seed gives the same bytes).
+    Gen {
+        #[arg(long)]
+        docs: usize,
+        #[arg(long, default_value_t = 1000)]
+        queries: usize,
+        #[arg(long, default_value_t = 384)]
+        dim: usize,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Words in the vocabulary.
+        #[arg(long, default_value_t = gen::DEFAULT_VOCAB)]
+        vocab: usize,
+        /// Topics (default: one per 20 documents, 1 to 1,000).
+        #[arg(long)]
+        topics: Option<usize>,
+        /// Noise added to query vectors (higher: harder for dense retrieval).
+        #[arg(long, default_value_t = gen::DEFAULT_QUERY_NOISE)]
+        query_noise: f32,
+        /// Chance each query word is swapped for another topic word (higher: harder for BM25).
+        #[arg(long, default_value_t = gen::DEFAULT_QUERY_SWAP)]
+        query_swap: f64,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Turn a BEIR folder into a dataset with Finder's own all-MiniLM-L6-v2 vectors.
+    Embed {
+        #[arg(long)]
+        beir: PathBuf,
+        /// The qrels split whose queries are kept.
+        #[arg(long, default_value = "test")]
+        split: String,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Index a dataset with Finder, time every query per mode, write the result JSON.
+    Run {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        /// Index folder (new or empty); default: a temporary folder, removed afterwards.
+        #[arg(long)]
+        index: Option<PathBuf>,
+        /// Keep the temporary index folder.
+        #[arg(long)]
+        keep: bool,
+        #[arg(long, default_value = "lexical,dense,hybrid")]
+        modes: String,
+        #[arg(long)]
+        queries_limit: Option<usize>,
+        /// No progress lines.
+        #[arg(long)]
+        quiet: bool,
+        /// Run over Finder's PostgreSQL backend instead, one shard per server URL (a fresh
+        /// database is made on each).
+        #[arg(long, value_delimiter = ',', value_name = "URL[,URL...]")]
+        pg: Vec<String>,
+        /// A settings override for the index and the queries, e.g. `index.trigrams=false`
+        /// (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
+}
+
+fn run_pg(options: &run::RunOptions, urls: &[String]) -> Result<serde_json::Value> {
+    finder_bench::pg::run_pg(options, urls)
+}
+
+fn main() -> ExitCode {
+    match main_inner() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("finder-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn main_inner() -> Result<()> {
+    match Cli::parse().command {
+        Command::Gen {
+            docs,
+            queries,
+            dim,
+            seed,
+            vocab,
+            topics,
+            query_noise,
+            query_swap,
+            out,
+        } => {
+            let options = gen::GenOptions {
+                queries,
+                dim,
+                seed,
+                vocab,
+                topics,
+                query_noise,
+                query_swap,
+                progress: true,
+                ..gen::GenOptions::new(docs)
+            };
+            let r = gen::generate(&options, &out)?;
+            eprintln!(
+                "gen: {} docs, {} queries, {} topics, {:.1} words/doc, {:.2} links/doc, {:.1} MB of text in {:.1} s → {}",
+                r.docs,
+                r.queries,
+                r.topics,
+                r.words as f64 / r.docs as f64,
+                r.links as f64 / r.docs as f64,
+                r.bytes as f64 / 1e6,
+                r.seconds,
+                out.display()
+            );
+        }
+        Command::Embed { beir, split, out } => {
+            let r = embed::embed(&embed::EmbedOptions {
+                beir,
+                out: out.clone(),
+                split,
+                progress: true,
+            })?;
+            if r.skipped {
+                eprintln!(
+                    "embed: {} is up to date ({} docs, {} queries)",
+                    out.display(),
+                    r.docs,
+                    r.queries
+                );
+            } else {
+                eprintln!(
+                    "embed: {} docs, {} queries in {:.1} s → {}",
+                    r.docs,
+                    r.queries,
+                    r.seconds,
+                    out.display()
+                );
+            }
+        }
+        Command::Run {
+            data,
+            out,
+            index,
+            keep,
+            modes,
+            queries_limit,
+            quiet,
+            pg,
+            set,
+        } => {
+            let options = run::RunOptions {
+                data,
+                index,
+                keep,
+                modes,
+                queries_limit,
+                progress: !quiet,
+                set,
+            };
+            let result = if pg.is_empty() {
+                run::run(&options)?
+            } else {
+                run_pg(&options, &pg)?
+            };
+            if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)
+                    .with_context(|| format!("creating {}", parent.display()))?;
+            }
+            let mut text = serde_json::to_string_pretty(&result)?;
+            text.push('\n');
+            std::fs::write(&out, text).with_context(|| format!("writing {}", out.display()))?;
+            eprintln!("{}", run::summary_line(&result));
+        }
+    }
+    Ok(())
+}
