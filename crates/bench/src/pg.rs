@@ -60,7 +60,7 @@ pub fn run_pg(options: &RunOptions, urls: &[String]) -> Result<Value> {
         dbs.admin.push(url.clone());
         dbs.names.push(name.clone());
         config.shards.push(ShardUrls {
-            write: with_database(url, &name),
+            write: finder_pg::with_database(url, &name),
             read: Vec::new(),
         });
     }
@@ -94,20 +94,14 @@ pub fn run_pg(options: &RunOptions, urls: &[String]) -> Result<Value> {
     notes.push(
         "PostgreSQL writes terms and vectors in one run: index_lexical_s is the whole build".into(),
     );
-    if !report.problems.is_empty() {
-        notes.push(format!(
-            "{} input problems, first: {}",
-            report.problems.len(),
-            report.problems[0]
-        ));
-    }
     let fragments = report.fragments as usize;
-    if fragments != meta.docs || report.sources as usize != meta.docs {
-        notes.push(format!(
-            "{} documents became {} sources and {fragments} fragments",
-            meta.docs, report.sources
-        ));
-    }
+    crate::run::ingest_notes(
+        &report.problems,
+        meta.docs,
+        report.sources,
+        report.fragments,
+        &mut notes,
+    );
     let mut index_bytes = 0i64;
     for shard in &config.shards {
         let mut client = Client::connect(&shard.write, NoTls)?;
@@ -157,39 +151,4 @@ pub fn run_pg(options: &RunOptions, urls: &[String]) -> Result<Value> {
         "stages": stages,
         "notes": notes,
     }))
-}
-
-/// `url` with its database replaced by `db`.
-fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let host_end = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    let mut out = format!("{}/{db}", &base[..host_end]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn database_replaced_in_urls() {
-        assert_eq!(
-            with_database("postgresql://postgres@127.0.0.1:5432/postgres", "x"),
-            "postgresql://postgres@127.0.0.1:5432/x"
-        );
-        assert_eq!(
-            with_database("postgresql://h:1?sslmode=disable", "x"),
-            "postgresql://h:1/x?sslmode=disable"
-        );
-    }
 }

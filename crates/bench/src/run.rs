@@ -135,20 +135,14 @@ pub fn run(options: &RunOptions) -> Result<Value> {
     let index_lexical_s = started.elapsed().as_secs_f64();
     ticker.done();
     let _ = std::fs::remove_file(&records);
-    if !report.problems.is_empty() {
-        notes.push(format!(
-            "{} input problems, first: {}",
-            report.problems.len(),
-            report.problems[0]
-        ));
-    }
     let fragments = report.fragments as usize;
-    if fragments != meta.docs || report.sources as usize != meta.docs {
-        notes.push(format!(
-            "{} documents became {} sources and {fragments} fragments",
-            meta.docs, report.sources
-        ));
-    }
+    ingest_notes(
+        &report.problems,
+        meta.docs,
+        report.sources,
+        report.fragments,
+        &mut notes,
+    );
     if options.progress {
         eprintln!("finder: lexical index {index_lexical_s:.1} s ({fragments} fragments)");
     }
@@ -503,5 +497,24 @@ impl Ticker {
             eprint!("\r\x1b[K");
             self.shown = false;
         }
+    }
+}
+
+/// Notes on what indexing made of the dataset: input problems, documents that did not become
+/// one source and one fragment each.
+pub(crate) fn ingest_notes(
+    problems: &[finder_index::Problem],
+    docs: usize,
+    sources: u64,
+    fragments: u64,
+    notes: &mut Vec<String>,
+) {
+    if let Some(first) = problems.first() {
+        notes.push(format!("{} input problems, first: {first}", problems.len()));
+    }
+    if fragments as usize != docs || sources as usize != docs {
+        notes.push(format!(
+            "{docs} documents became {sources} sources and {fragments} fragments"
+        ));
     }
 }

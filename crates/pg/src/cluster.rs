@@ -110,9 +110,40 @@ pub(crate) fn connect_any(urls: &[&str], shard: usize) -> Result<Client> {
     Err(last.unwrap_or_else(|| PgError::Config(format!("shard {shard} has no URL"))))
 }
 
+/// `url` with its database replaced by `db` (the query string kept): how the tests and the
+/// benchmark make a fresh database per shard on one server.
+pub fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let host_end = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    let mut out = format!("{}/{db}", &base[..host_end]);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn database_replaced_in_urls() {
+        assert_eq!(
+            with_database("postgresql://postgres@127.0.0.1:5432/postgres", "x"),
+            "postgresql://postgres@127.0.0.1:5432/x"
+        );
+        assert_eq!(
+            with_database("postgresql://h:1?sslmode=disable", "x"),
+            "postgresql://h:1/x?sslmode=disable"
+        );
+    }
 
     #[test]
     fn sources_spread_over_shards_stably() {

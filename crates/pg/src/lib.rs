@@ -22,7 +22,7 @@ mod search;
 mod terms;
 mod writer;
 
-pub use cluster::{shard_of, PgConfig, ShardUrls};
+pub use cluster::{shard_of, with_database, PgConfig, ShardUrls};
 pub use error::{PgError, Result};
 pub use finder::PgFinder;
 pub use schema::RunRecord;

@@ -12,6 +12,8 @@ use std::sync::Mutex;
 use finder_core::{EmbedBackend, Settings};
 use postgres::{Client, NoTls};
 
+pub use finder_pg::with_database;
+
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/postgres.sh")
 }
@@ -149,24 +151,6 @@ impl Drop for Database {
             ));
         }
     }
-}
-
-/// `url` with its database replaced by `db`.
-pub fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let host_end = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    let mut out = format!("{}/{db}", &base[..host_end]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
 }
 
 /// Settings both engines index and query with: no graph (the PostgreSQL backend has none
