@@ -221,11 +221,7 @@ pub fn embed_text(source: &finder_index::SourceDoc) -> String {
         .map(|f| f.text.as_str())
         .find(|t| !t.trim().is_empty())
         .unwrap_or("");
-    if title.is_empty() {
-        body.to_string()
-    } else {
-        format!("{title}\n{body}")
-    }
+    finder_index::fragment_text_to_embed(title, body)
 }
 
 /// A report for an existing dataset made from the same input and recipe, if there is one.

@@ -589,12 +589,10 @@ fn embed_batch(
     let mut texts = Vec::new();
     for ((_, source), fragments) in batch.iter().zip(stored) {
         for f in fragments.iter().filter(|f| !f.text.trim().is_empty()) {
-            let title = &source.envelope.title;
-            texts.push(if title.is_empty() {
-                f.text.clone()
-            } else {
-                format!("{title}\n{}", f.text)
-            });
+            texts.push(finder_index::fragment_text_to_embed(
+                &source.envelope.title,
+                &f.text,
+            ));
         }
     }
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();

@@ -245,11 +245,7 @@ fn embed_texts(dir: &Path, settings: &Settings, precomputed: bool) -> Result<Tex
         let title = titles
             .get(&text(fields.source_id))
             .map_or("", String::as_str);
-        let embed = if title.is_empty() {
-            body
-        } else {
-            format!("{title}\n{body}")
-        };
+        let embed = fragment_text_to_embed(title, &body);
         let hash = match (precomputed, fields.vector) {
             (true, Some(field)) => match doc.get_first(field).and_then(|v| v.as_bytes()) {
                 Some(bytes) => {
@@ -269,6 +265,16 @@ fn embed_texts(dir: &Path, settings: &Settings, precomputed: bool) -> Result<Tex
     })?;
     out.sort_by_key(|(k, _, _)| *k);
     Ok((out, vectors))
+}
+
+/// The text a fragment is embedded as, by every store and tool: its source's title, a
+/// newline, then the fragment (the fragment alone when the title is empty).
+pub fn fragment_text_to_embed(title: &str, fragment: &str) -> String {
+    if title.is_empty() {
+        fragment.to_string()
+    } else {
+        format!("{title}\n{fragment}")
+    }
 }
 
 fn blake3_u64(bytes: &[u8]) -> u64 {
