@@ -53,23 +53,37 @@ pub fn open_cached(cache: &ModelCache, index: &Path, settings: Settings) -> Resu
 /// Re-attaches the reranker and plugins when per-query overrides changed them (`--set
 /// refine.rerank=local`); the embedding model is loaded again only for the local reranker.
 pub fn attach_refiners(finder: &mut Finder, settings: &Settings) {
-    let (now, base) = (&settings.refine, &finder.settings().refine);
+    if let Some((reranker, plugins)) = changed_refiners(settings, finder.settings()) {
+        finder.attach_refiners(reranker, plugins);
+    }
+}
+
+/// A reranker and the plugin retrievers, as stores attach them.
+type Refiners = (
+    Option<Arc<dyn finder_core::Reranker>>,
+    Vec<Arc<dyn finder_core::PluginRetriever>>,
+);
+
+/// The reranker and plugins for `settings` when they differ from the ones made for `base`
+/// (the settings a store was opened with); `None` when those still serve.
+fn changed_refiners(settings: &Settings, base: &Settings) -> Option<Refiners> {
+    let (now, base) = (&settings.refine, &base.refine);
     let same = now.rerank == base.rerank
         && now.rerank_url == base.rerank_url
         && now.rerank_model == base.rerank_model
         && now.timeout_ms == base.timeout_ms
         && now.plugins == base.plugins;
     if same {
-        return;
+        return None;
     }
     let embedder = match now.rerank {
         finder_core::RerankBackend::Local => finder_embed::load(&settings.embed).ok().flatten(),
         _ => None,
     };
-    finder.attach_refiners(
+    Some((
         finder_embed::reranker(now, embedder),
         finder_embed::plugins(now),
-    );
+    ))
 }
 
 /// What happened to the vector layer during `finder index`.
@@ -199,18 +213,10 @@ impl Engine {
     pub fn attach_refiners(&mut self, settings: &Settings) {
         match self {
             Engine::Embedded(f) => attach_refiners(f, settings),
-            // A query node is opened per command: the overrides were known at open.
             Engine::Postgres(f) => {
-                let embedder = match settings.refine.rerank {
-                    finder_core::RerankBackend::Local => {
-                        finder_embed::load(&settings.embed).ok().flatten()
-                    }
-                    _ => None,
-                };
-                f.attach_refiners(
-                    finder_embed::reranker(&settings.refine, embedder),
-                    finder_embed::plugins(&settings.refine),
-                );
+                if let Some((reranker, plugins)) = changed_refiners(settings, f.settings()) {
+                    f.attach_refiners(reranker, plugins);
+                }
             }
         }
     }
