@@ -2,15 +2,18 @@
 //!
 //! tantivy's own scorer hard-codes k1 = 1.2 and b = 0.75. This scorer reads the same postings,
 //! field norms and collection statistics and computes the same formula with any constants, so
-//! at the defaults it ranks as tantivy does (tested) and otherwise follows the settings.
+//! at the defaults it ranks as tantivy does (tested) and otherwise follows the settings. At the
+//! defaults tantivy's block-max WAND chooses the candidates (see [`top_k`]).
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 use finder_core::{bm25_idf, bm25_term_score, Bm25Params};
+use tantivy::collector::TopDocs;
 use tantivy::postings::Postings;
+use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::{DocAddress, DocSet, Searcher, Term, TERMINATED};
+use tantivy::{DocAddress, DocId, DocSet, Searcher, Term, TERMINATED};
 
 /// Counts each distinct term of an analyzed query; repeated query terms weigh more, as in a
 /// boolean query with one clause per occurrence.
@@ -75,7 +78,14 @@ impl Ord for Entry {
     }
 }
 
-/// The `k` best fragments for `terms`, best first. Term-at-a-time accumulation per segment.
+/// The `k` best fragments for `terms`, best first.
+///
+/// At tantivy's constants (k1 = 1.2, b = 0.75, the defaults) tantivy's block-max WAND picks
+/// the `k` candidates, skipping the blocks of postings that cannot reach the running top `k`,
+/// and each candidate is then scored again here with the very arithmetic of the exhaustive
+/// scorer, so the scores are bit for bit those of [`top_k_exhaustive`] (the two orders of
+/// summation differ in the last bits, which can only swap candidates tied at the `k`-th
+/// score). Other constants take the exhaustive scorer.
 pub fn top_k(
     searcher: &Searcher,
     field: Field,
@@ -86,12 +96,96 @@ pub fn top_k(
     if terms.is_empty() || k == 0 {
         return Ok(Vec::new());
     }
-    let stats = field_stats(searcher, field)?;
-    let mut idf: HashMap<&Term, f32> = HashMap::new();
-    for (term, _) in terms {
-        let df = searcher.doc_freq(term)?;
-        idf.insert(term, bm25_idf(stats.num_docs, df));
+    if params.k1 != TANTIVY_K1 || params.b != TANTIVY_B {
+        return top_k_exhaustive(searcher, field, terms, params, k);
     }
+    let clauses: Vec<(Occur, Box<dyn Query>)> = terms
+        .iter()
+        .flat_map(|(term, qtf)| {
+            // one clause per occurrence, as the exhaustive scorer weighs a repeated term
+            (0..*qtf).map(move |_| {
+                let query = TermQuery::new(term.clone(), IndexRecordOption::WithFreqs);
+                (Occur::Should, Box::new(query) as Box<dyn Query>)
+            })
+        })
+        .collect();
+    let picked = searcher.search(
+        &BooleanQuery::new(clauses),
+        &TopDocs::with_limit(k).order_by_score(),
+    )?;
+    let stats = field_stats(searcher, field)?;
+    let idf = term_idfs(searcher, terms, &stats)?;
+    let mut by_segment: BTreeMap<u32, Vec<DocId>> = BTreeMap::new();
+    for (_, address) in picked {
+        by_segment
+            .entry(address.segment_ord)
+            .or_default()
+            .push(address.doc_id);
+    }
+    let mut out = Vec::with_capacity(k);
+    for (seg_ord, mut docs) in by_segment {
+        docs.sort_unstable();
+        let segment = searcher.segment_reader(seg_ord);
+        let inverted = segment.inverted_index(field)?;
+        let norms = segment.get_fieldnorms_reader(field)?;
+        let mut scores = vec![0f32; docs.len()];
+        // Term by term, in query order, as the exhaustive scorer sums.
+        for ((term, qtf), weight) in terms.iter().zip(&idf) {
+            let Some(mut postings) = inverted.read_postings(term, IndexRecordOption::WithFreqs)?
+            else {
+                continue;
+            };
+            let weight = weight * *qtf as f32;
+            for (doc, score) in docs.iter().zip(scores.iter_mut()) {
+                if postings.doc() < *doc && postings.seek(*doc) == TERMINATED {
+                    break;
+                }
+                if postings.doc() == *doc {
+                    let len = norms.fieldnorm(*doc) as f32;
+                    *score +=
+                        bm25_term_score(params, weight, postings.term_freq(), len, stats.avg_len);
+                }
+            }
+        }
+        out.extend(
+            docs.into_iter()
+                .zip(scores)
+                .map(|(doc, score)| (DocAddress::new(seg_ord, doc), score)),
+        );
+    }
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(out)
+}
+
+/// The constants tantivy's own BM25 hard-codes.
+const TANTIVY_K1: f32 = 1.2;
+const TANTIVY_B: f32 = 0.75;
+
+fn term_idfs(
+    searcher: &Searcher,
+    terms: &[(Term, u32)],
+    stats: &FieldStats,
+) -> tantivy::Result<Vec<f32>> {
+    terms
+        .iter()
+        .map(|(term, _)| Ok(bm25_idf(stats.num_docs, searcher.doc_freq(term)?)))
+        .collect()
+}
+
+/// The `k` best fragments for `terms`, best first: every posting of every term accumulated,
+/// term at a time, per segment. Any `k1` and `b`.
+pub fn top_k_exhaustive(
+    searcher: &Searcher,
+    field: Field,
+    terms: &[(Term, u32)],
+    params: Bm25Params,
+    k: usize,
+) -> tantivy::Result<Vec<(DocAddress, f32)>> {
+    if terms.is_empty() || k == 0 {
+        return Ok(Vec::new());
+    }
+    let stats = field_stats(searcher, field)?;
+    let idf = term_idfs(searcher, terms, &stats)?;
     let mut heap: BinaryHeap<Entry> = BinaryHeap::with_capacity(k + 1);
     let mut acc: Vec<f32> = Vec::new();
     let mut touched: Vec<u32> = Vec::new();
@@ -101,12 +195,12 @@ pub fn top_k(
         acc.clear();
         acc.resize(segment.max_doc() as usize, 0.0);
         touched.clear();
-        for (term, qtf) in terms {
+        for ((term, qtf), weight) in terms.iter().zip(&idf) {
             let Some(mut postings) = inverted.read_postings(term, IndexRecordOption::WithFreqs)?
             else {
                 continue;
             };
-            let weight = idf[term] * *qtf as f32;
+            let weight = weight * *qtf as f32;
             let mut doc = postings.doc();
             while doc != TERMINATED {
                 let len = norms.fieldnorm(doc) as f32;
