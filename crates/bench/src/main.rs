@@ -66,6 +66,10 @@ enum Command {
         /// Keep the temporary index folder.
         #[arg(long)]
         keep: bool,
+        /// Query the index an earlier `run --index DIR` built in DIR instead of indexing
+        /// (the index figures are then not measured): for profiling queries.
+        #[arg(long, requires = "index")]
+        reuse: bool,
         #[arg(long, default_value = "lexical,dense,hybrid")]
         modes: String,
         #[arg(long)]
@@ -164,6 +168,7 @@ fn main_inner() -> Result<()> {
             out,
             index,
             keep,
+            reuse,
             modes,
             queries_limit,
             quiet,
@@ -174,6 +179,7 @@ fn main_inner() -> Result<()> {
                 data,
                 index,
                 keep,
+                reuse,
                 modes,
                 queries_limit,
                 progress: !quiet,

@@ -29,6 +29,8 @@ pub struct RunOptions {
     pub index: Option<PathBuf>,
     /// Keep the temporary index folder.
     pub keep: bool,
+    /// Query the index already in `index` (built by an earlier run) without indexing.
+    pub reuse: bool,
     /// Comma-separated eval presets.
     pub modes: String,
     pub queries_limit: Option<usize>,
@@ -79,6 +81,15 @@ pub fn run(options: &RunOptions) -> Result<Value> {
         .tempdir()
         .context("creating a temporary folder")?;
     let index_dir = match &options.index {
+        Some(dir) if options.reuse => {
+            if !dir.join(finder_index::CONFIG_FILE).is_file() {
+                bail!(
+                    "--index {} --reuse: no index there; build one with `run --index {0}` first",
+                    dir.display()
+                );
+            }
+            dir.clone()
+        }
         Some(dir) => {
             if dir.exists() && std::fs::read_dir(dir)?.next().is_some() {
                 bail!(
@@ -90,87 +101,104 @@ pub fn run(options: &RunOptions) -> Result<Value> {
         }
         None => scratch.path().join("index"),
     };
-    std::fs::create_dir_all(&index_dir)
-        .with_context(|| format!("creating {}", index_dir.display()))?;
     let settings = bench_settings(options, meta.dim)?;
-    // So `finder search --index DIR --vector ...` works on a kept index.
-    std::fs::write(
-        index_dir.join(finder_index::CONFIG_FILE),
-        format!("[embed]\nbackend = \"precomputed\"\ndim = {}\n", meta.dim),
-    )?;
+    let built = if options.reuse {
+        notes.push(format!(
+            "index reused from {} (index figures not measured)",
+            index_dir.display()
+        ));
+        None
+    } else {
+        std::fs::create_dir_all(&index_dir)
+            .with_context(|| format!("creating {}", index_dir.display()))?;
+        // So `finder search --index DIR --vector ...` works on a kept index.
+        std::fs::write(
+            index_dir.join(finder_index::CONFIG_FILE),
+            format!("[embed]\nbackend = \"precomputed\"\ndim = {}\n", meta.dim),
+        )?;
 
-    // The records file: not timed (a user's data would already be in this shape).
-    let records = scratch.path().join("records.jsonl");
-    let started = Instant::now();
-    let (docs, record_bytes) = write_records(&dataset, &records)?;
-    if options.progress {
-        eprintln!(
-            "finder: wrote {docs} records ({:.1} MB) in {:.1} s (not timed)",
-            record_bytes as f64 / 1e6,
-            started.elapsed().as_secs_f64()
+        // The records file: not timed (a user's data would already be in this shape).
+        let records = scratch.path().join("records.jsonl");
+        let started = Instant::now();
+        let (docs, record_bytes) = write_records(&dataset, &records)?;
+        if options.progress {
+            eprintln!(
+                "finder: wrote {docs} records ({:.1} MB) in {:.1} s (not timed)",
+                record_bytes as f64 / 1e6,
+                started.elapsed().as_secs_f64()
+            );
+        }
+
+        // Lexical: read, analyse, commit, build the graph.
+        let started = Instant::now();
+        let mut phases = Phases::default();
+        let mut ticker = Ticker::new(options.progress);
+        let report = index_inputs(
+            &index_dir,
+            std::slice::from_ref(&records),
+            &settings,
+            &mut |p| match p {
+                Progress::Source { done } => {
+                    ticker.tick(|| {
+                        let rate = done as f64 / started.elapsed().as_secs_f64();
+                        format!("finder: indexed {done}/{docs} sources ({rate:.0}/s)")
+                    });
+                }
+                Progress::Committing => phases.commit = Some(started.elapsed().as_secs_f64()),
+                Progress::Graph => phases.graph = Some(started.elapsed().as_secs_f64()),
+                Progress::Input { .. } => {}
+            },
+        )
+        .with_context(|| format!("indexing into {}", index_dir.display()))?;
+        let index_lexical_s = started.elapsed().as_secs_f64();
+        ticker.done();
+        let _ = std::fs::remove_file(&records);
+        let fragments = report.fragments as usize;
+        ingest_notes(
+            &report.problems,
+            meta.docs,
+            report.sources,
+            report.fragments,
+            &mut notes,
         );
-    }
+        if options.progress {
+            eprintln!("finder: lexical index {index_lexical_s:.1} s ({fragments} fragments)");
+        }
 
-    // Lexical: read, analyse, commit, build the graph.
-    let started = Instant::now();
-    let mut phases = Phases::default();
-    let mut ticker = Ticker::new(options.progress);
-    let report = index_inputs(
-        &index_dir,
-        std::slice::from_ref(&records),
-        &settings,
-        &mut |p| match p {
-            Progress::Source { done } => {
-                ticker.tick(|| {
-                    let rate = done as f64 / started.elapsed().as_secs_f64();
-                    format!("finder: indexed {done}/{docs} sources ({rate:.0}/s)")
-                });
-            }
-            Progress::Committing => phases.commit = Some(started.elapsed().as_secs_f64()),
-            Progress::Graph => phases.graph = Some(started.elapsed().as_secs_f64()),
-            Progress::Input { .. } => {}
-        },
-    )
-    .with_context(|| format!("indexing into {}", index_dir.display()))?;
-    let index_lexical_s = started.elapsed().as_secs_f64();
-    ticker.done();
-    let _ = std::fs::remove_file(&records);
-    let fragments = report.fragments as usize;
-    ingest_notes(
-        &report.problems,
-        meta.docs,
-        report.sources,
-        report.fragments,
-        &mut notes,
-    );
-    if options.progress {
-        eprintln!("finder: lexical index {index_lexical_s:.1} s ({fragments} fragments)");
-    }
-
-    // Vectors: the precomputed backend reads them back from the fragments and builds the HNSW.
-    let started = Instant::now();
+        // Vectors: the precomputed backend reads them back from the fragments and builds the HNSW.
+        let started = Instant::now();
+        let embedder = finder_embed::Embedder::from_settings(&settings.embed)?
+            .context("the precomputed backend is always available")?;
+        let mut ticker = Ticker::new(options.progress);
+        let vectors = build_vectors(&index_dir, &settings, &embedder, &mut |done, total| {
+            ticker.tick(|| format!("finder: vectors {done}/{total}"));
+        })
+        .with_context(|| format!("building vectors in {}", index_dir.display()))?;
+        let index_vector_s = started.elapsed().as_secs_f64();
+        ticker.done();
+        if vectors.total != fragments {
+            notes.push(format!(
+                "{} vectors for {fragments} fragments",
+                vectors.total
+            ));
+        }
+        let index_bytes = dir_size(&index_dir)?;
+        if options.progress {
+            eprintln!(
+                "finder: vector index {index_vector_s:.1} s; index folder {:.1} MB",
+                index_bytes as f64 / 1e6
+            );
+        }
+        Some(Built {
+            fragments,
+            index_lexical_s,
+            index_vector_s,
+            phases: phases.json(index_lexical_s),
+            index_bytes,
+        })
+    };
     let embedder = finder_embed::Embedder::from_settings(&settings.embed)?
         .context("the precomputed backend is always available")?;
-    let mut ticker = Ticker::new(options.progress);
-    let vectors = build_vectors(&index_dir, &settings, &embedder, &mut |done, total| {
-        ticker.tick(|| format!("finder: vectors {done}/{total}"));
-    })
-    .with_context(|| format!("building vectors in {}", index_dir.display()))?;
-    let index_vector_s = started.elapsed().as_secs_f64();
-    ticker.done();
-    if vectors.total != fragments {
-        notes.push(format!(
-            "{} vectors for {fragments} fragments",
-            vectors.total
-        ));
-    }
-    let index_bytes = dir_size(&index_dir)?;
-    if options.progress {
-        eprintln!(
-            "finder: vector index {index_vector_s:.1} s; index folder {:.1} MB",
-            index_bytes as f64 / 1e6
-        );
-    }
 
     let mut finder = Finder::open(&index_dir, settings.clone())?;
     let embedder: Arc<dyn finder_core::Embed> = Arc::new(embedder);
@@ -197,23 +225,33 @@ pub fn run(options: &RunOptions) -> Result<Value> {
     if let Some(dir) = &kept {
         notes.push(format!("index kept in {}", dir.display()));
     }
+    let field = |f: fn(&Built) -> Value| built.as_ref().map_or(Value::Null, f);
     Ok(json!({
         "system": "finder",
         "dataset": meta.name,
         "docs": meta.docs,
-        "fragments": fragments,
+        "fragments": field(|b| b.fragments.into()),
         "queries": queries.len(),
-        "index_s": index_lexical_s + index_vector_s,
-        "index_lexical_s": index_lexical_s,
-        "index_vector_s": index_vector_s,
-        "index_phases": phases.json(index_lexical_s),
-        "index_bytes": index_bytes,
+        "index_s": field(|b| (b.index_lexical_s + b.index_vector_s).into()),
+        "index_lexical_s": field(|b| b.index_lexical_s.into()),
+        "index_vector_s": field(|b| b.index_vector_s.into()),
+        "index_phases": field(|b| b.phases.clone()),
+        "index_bytes": field(|b| b.index_bytes.into()),
         "peak_rss_bytes": Value::Null,
         "self_rss_bytes": self_peak_rss(),
         "modes": modes,
         "stages": stages,
         "notes": notes,
     }))
+}
+
+/// What indexing measured (absent when `--reuse` queried an earlier index).
+struct Built {
+    fragments: usize,
+    index_lexical_s: f64,
+    index_vector_s: f64,
+    phases: Value,
+    index_bytes: u64,
 }
 
 /// The one-line summary printed after a run.

@@ -21,9 +21,23 @@ pub fn bm25_idf(num_docs: u64, doc_freq: u64) -> f32 {
 }
 
 /// Score of one term in one document: `idf · (k1+1) · tf / (tf + k1·(1 − b + b·len/avgdl))`.
+#[inline]
 pub fn bm25_term_score(params: Bm25Params, idf: f32, tf: u32, doc_len: f32, avg_len: f32) -> f32 {
+    bm25_tf_score(params, idf, tf, bm25_length_norm(params, doc_len, avg_len))
+}
+
+/// The length part of the denominator, `k1·(1 − b + b·len/avgdl)`: one value per stored
+/// length, so a scorer over many postings computes it once per length (tantivy keeps 256).
+#[inline]
+pub fn bm25_length_norm(params: Bm25Params, doc_len: f32, avg_len: f32) -> f32 {
+    params.k1 * (1.0 - params.b + params.b * doc_len / avg_len)
+}
+
+/// [`bm25_term_score`] with the length part already computed by [`bm25_length_norm`]; the
+/// same arithmetic in the same order, so the two give the same bits.
+#[inline]
+pub fn bm25_tf_score(params: Bm25Params, idf: f32, tf: u32, norm: f32) -> f32 {
     let tf = tf as f32;
-    let norm = params.k1 * (1.0 - params.b + params.b * doc_len / avg_len);
     idf * (params.k1 + 1.0) * tf / (tf + norm)
 }
 

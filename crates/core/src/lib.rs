@@ -16,7 +16,7 @@ mod refine;
 mod rollup;
 mod settings;
 
-pub use bm25::{bm25_idf, bm25_term_score, Bm25Params};
+pub use bm25::{bm25_idf, bm25_length_norm, bm25_term_score, bm25_tf_score, Bm25Params};
 pub use embed::{embed_with_timeout, Embed};
 pub use error::{SettingsError, SettingsErrorKind};
 pub use fusion::{convex, fuse, normalize_top, rrf, FusedFragment, ListRank};

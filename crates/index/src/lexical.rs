@@ -2,18 +2,16 @@
 //!
 //! tantivy's own scorer hard-codes k1 = 1.2 and b = 0.75. This scorer reads the same postings,
 //! field norms and collection statistics and computes the same formula with any constants, so
-//! at the defaults it ranks as tantivy does (tested) and otherwise follows the settings. At the
-//! defaults tantivy's block-max WAND chooses the candidates (see [`top_k`]).
+//! at the defaults it ranks as tantivy does (tested) and otherwise follows the settings.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap};
 
-use finder_core::{bm25_idf, bm25_term_score, Bm25Params};
-use tantivy::collector::TopDocs;
+use finder_core::{bm25_idf, bm25_length_norm, bm25_tf_score, Bm25Params};
+use tantivy::fieldnorm::FieldNormReader;
 use tantivy::postings::Postings;
-use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::{DocAddress, DocId, DocSet, Searcher, Term, TERMINATED};
+use tantivy::{DocAddress, Searcher, Term};
 
 /// Counts each distinct term of an analyzed query; repeated query terms weigh more, as in a
 /// boolean query with one clause per occurrence.
@@ -78,88 +76,13 @@ impl Ord for Entry {
     }
 }
 
-/// The `k` best fragments for `terms`, best first.
-///
-/// At tantivy's constants (k1 = 1.2, b = 0.75, the defaults) tantivy's block-max WAND picks
-/// the `k` candidates, skipping the blocks of postings that cannot reach the running top `k`,
-/// and each candidate is then scored again here with the very arithmetic of the exhaustive
-/// scorer, so the scores are bit for bit those of [`top_k_exhaustive`] (the two orders of
-/// summation differ in the last bits, which can only swap candidates tied at the `k`-th
-/// score). Other constants take the exhaustive scorer.
-pub fn top_k(
-    searcher: &Searcher,
-    field: Field,
-    terms: &[(Term, u32)],
-    params: Bm25Params,
-    k: usize,
-) -> tantivy::Result<Vec<(DocAddress, f32)>> {
-    if terms.is_empty() || k == 0 {
-        return Ok(Vec::new());
-    }
-    if params.k1 != TANTIVY_K1 || params.b != TANTIVY_B {
-        return top_k_exhaustive(searcher, field, terms, params, k);
-    }
-    let clauses: Vec<(Occur, Box<dyn Query>)> = terms
-        .iter()
-        .flat_map(|(term, qtf)| {
-            // one clause per occurrence, as the exhaustive scorer weighs a repeated term
-            (0..*qtf).map(move |_| {
-                let query = TermQuery::new(term.clone(), IndexRecordOption::WithFreqs);
-                (Occur::Should, Box::new(query) as Box<dyn Query>)
-            })
-        })
-        .collect();
-    let picked = searcher.search(
-        &BooleanQuery::new(clauses),
-        &TopDocs::with_limit(k).order_by_score(),
-    )?;
-    let stats = field_stats(searcher, field)?;
-    let idf = term_idfs(searcher, terms, &stats)?;
-    let mut by_segment: BTreeMap<u32, Vec<DocId>> = BTreeMap::new();
-    for (_, address) in picked {
-        by_segment
-            .entry(address.segment_ord)
-            .or_default()
-            .push(address.doc_id);
-    }
-    let mut out = Vec::with_capacity(k);
-    for (seg_ord, mut docs) in by_segment {
-        docs.sort_unstable();
-        let segment = searcher.segment_reader(seg_ord);
-        let inverted = segment.inverted_index(field)?;
-        let norms = segment.get_fieldnorms_reader(field)?;
-        let mut scores = vec![0f32; docs.len()];
-        // Term by term, in query order, as the exhaustive scorer sums.
-        for ((term, qtf), weight) in terms.iter().zip(&idf) {
-            let Some(mut postings) = inverted.read_postings(term, IndexRecordOption::WithFreqs)?
-            else {
-                continue;
-            };
-            let weight = weight * *qtf as f32;
-            for (doc, score) in docs.iter().zip(scores.iter_mut()) {
-                if postings.doc() < *doc && postings.seek(*doc) == TERMINATED {
-                    break;
-                }
-                if postings.doc() == *doc {
-                    let len = norms.fieldnorm(*doc) as f32;
-                    *score +=
-                        bm25_term_score(params, weight, postings.term_freq(), len, stats.avg_len);
-                }
-            }
-        }
-        out.extend(
-            docs.into_iter()
-                .zip(scores)
-                .map(|(doc, score)| (DocAddress::new(seg_ord, doc), score)),
-        );
-    }
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    Ok(out)
+/// The length part of the BM25 denominator for each of the 256 lengths a field norm stores.
+fn length_norms(params: Bm25Params, avg_len: f32) -> [f32; 256] {
+    std::array::from_fn(|id| {
+        let len = FieldNormReader::id_to_fieldnorm(id as u8) as f32;
+        bm25_length_norm(params, len, avg_len)
+    })
 }
-
-/// The constants tantivy's own BM25 hard-codes.
-const TANTIVY_K1: f32 = 1.2;
-const TANTIVY_B: f32 = 0.75;
 
 fn term_idfs(
     searcher: &Searcher,
@@ -173,8 +96,14 @@ fn term_idfs(
 }
 
 /// The `k` best fragments for `terms`, best first: every posting of every term accumulated,
-/// term at a time, per segment. Any `k1` and `b`.
-pub fn top_k_exhaustive(
+/// term at a time, per segment, a decoded block of 128 at a time, with the length part of the
+/// formula looked up per stored length.
+///
+/// No pruning: tantivy's block-max WAND (at its constants, picking candidates for a rescore
+/// here) was measured slower for Finder's lists of 100 — 0.74 against 0.38 ms per word query
+/// over 1M fragments, 0.26 against 0.14 ms over 100k, and 2.3 against 0.27 ms for the trigram
+/// list's dozens of terms on SciFact (`finder-bench run --reuse`, docs/BENCHMARKS.md).
+pub fn top_k(
     searcher: &Searcher,
     field: Field,
     terms: &[(Term, u32)],
@@ -186,6 +115,7 @@ pub fn top_k_exhaustive(
     }
     let stats = field_stats(searcher, field)?;
     let idf = term_idfs(searcher, terms, &stats)?;
+    let by_length = length_norms(params, stats.avg_len);
     let mut heap: BinaryHeap<Entry> = BinaryHeap::with_capacity(k + 1);
     let mut acc: Vec<f32> = Vec::new();
     let mut touched: Vec<u32> = Vec::new();
@@ -196,21 +126,28 @@ pub fn top_k_exhaustive(
         acc.resize(segment.max_doc() as usize, 0.0);
         touched.clear();
         for ((term, qtf), weight) in terms.iter().zip(&idf) {
-            let Some(mut postings) = inverted.read_postings(term, IndexRecordOption::WithFreqs)?
+            // Whole blocks of 128 decoded documents and frequencies at a time.
+            let Some(mut block) =
+                inverted.read_block_postings(term, IndexRecordOption::WithFreqs)?
             else {
                 continue;
             };
             let weight = weight * *qtf as f32;
-            let mut doc = postings.doc();
-            while doc != TERMINATED {
-                let len = norms.fieldnorm(doc) as f32;
-                let s = bm25_term_score(params, weight, postings.term_freq(), len, stats.avg_len);
-                let slot = &mut acc[doc as usize];
-                if *slot == 0.0 {
-                    touched.push(doc);
+            loop {
+                let docs = block.docs();
+                if docs.is_empty() {
+                    break;
                 }
-                *slot += s;
-                doc = postings.advance();
+                for (&doc, &tf) in docs.iter().zip(block.freqs()) {
+                    let norm = by_length[norms.fieldnorm_id(doc) as usize];
+                    let s = bm25_tf_score(params, weight, tf, norm);
+                    let slot = &mut acc[doc as usize];
+                    if *slot == 0.0 {
+                        touched.push(doc);
+                    }
+                    *slot += s;
+                }
+                block.advance();
             }
         }
         for &doc in &touched {

@@ -46,7 +46,7 @@ fn store_error(dir: &std::path::Path, source: tantivy::TantivyError) -> IndexErr
 pub mod testing {
     //! Internals exposed for the integration tests and benchmarks only.
     pub use crate::analyzer::terms as analyze;
-    pub use crate::lexical::{field_stats, query_terms, top_k, top_k_exhaustive};
+    pub use crate::lexical::{field_stats, query_terms, top_k};
     pub use crate::vector::ann::{Hnsw, HnswParams};
 
     /// The word analyzer for `language`, as the index uses it.

@@ -9,16 +9,16 @@ pub fn preview(body: &str, query: &str, max_chars: usize) -> String {
     if chars.len() <= max_chars {
         return text;
     }
-    let lower: Vec<char> = chars.iter().map(|c| c.to_ascii_lowercase()).collect();
+    // A match of one valid UTF-8 string in another starts on a character boundary, so a
+    // byte search over the ASCII-lowercased text finds what a search over its characters
+    // would, and the earliest byte offset is the earliest character.
+    let lower = text.to_ascii_lowercase();
     let first_match = query
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.chars().count() >= 3)
-        .filter_map(|w| {
-            let w: Vec<char> = w.chars().map(|c| c.to_ascii_lowercase()).collect();
-            lower.windows(w.len()).position(|win| win == w.as_slice())
-        })
+        .filter_map(|w| lower.find(&w.to_ascii_lowercase()))
         .min()
-        .unwrap_or(0);
+        .map_or(0, |byte| text[..byte].chars().count());
     // Start a fifth of the window before the match, at a word boundary.
     let mut start = first_match
         .saturating_sub(max_chars / 5)
@@ -65,6 +65,17 @@ mod tests {
         assert!(p.contains("token expired"), "{p}");
         assert!(p.starts_with('…') && p.ends_with('…'));
         assert!(p.chars().count() <= 62);
+    }
+
+    #[test]
+    fn the_window_starts_at_the_earliest_query_word_in_characters() {
+        // multibyte characters before the match: positions are counted in characters
+        let body = format!("{} Überblick über das Tor {}", "ä ".repeat(60), "ö ".repeat(60));
+        let p = preview(&body, "TOR Überblick", 40);
+        assert!(p.contains("Überblick über das Tor"), "{p}");
+        // words under three characters never move the window
+        let p = preview(&body, "da", 40);
+        assert!(p.starts_with("ä ä"), "{p}");
     }
 
     #[test]
