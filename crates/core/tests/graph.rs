@@ -328,6 +328,25 @@ proptest! {
     }
 
     #[test]
+    fn the_graphs_pooled_scratch_gives_what_a_fresh_one_gives(
+        (n, edges, seeds) in case(), weights in kind_weights(), params in params()
+    ) {
+        let g = Graph::from_edges(n as u32, &edges);
+        let fresh = boost(&g, &seeds, &weights, &params);
+        // the pooled buffers were used by another query first, and by this one twice
+        let _ = g.with_scratch(|s| boost_with(&g, &[(0, 1.0)], &KindWeights::default(), &params, s));
+        for _ in 0..2 {
+            let pooled = g.with_scratch(|s| boost_with(&g, &seeds, &weights, &params, s));
+            prop_assert_eq!(bits(&fresh), bits(&pooled));
+            prop_assert_eq!(fresh.rounds, pooled.rounds);
+        }
+        // a clone starts with an empty pool and boosts alike
+        let clone = g.clone();
+        let cloned = clone.with_scratch(|s| boost_with(&clone, &seeds, &weights, &params, s));
+        prop_assert_eq!(bits(&fresh), bits(&cloned));
+    }
+
+    #[test]
     fn zero_weight_equals_removing_the_kind(
         (n, edges, seeds) in case(),
         weights in kind_weights(),

@@ -9,7 +9,6 @@ use std::collections::{BinaryHeap, HashMap};
 
 use finder_core::{bm25_idf, bm25_length_norm, bm25_tf_score, Bm25Params};
 use tantivy::fieldnorm::FieldNormReader;
-use tantivy::postings::Postings;
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, Searcher, Term};
 

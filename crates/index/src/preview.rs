@@ -70,7 +70,11 @@ mod tests {
     #[test]
     fn the_window_starts_at_the_earliest_query_word_in_characters() {
         // multibyte characters before the match: positions are counted in characters
-        let body = format!("{} Überblick über das Tor {}", "ä ".repeat(60), "ö ".repeat(60));
+        let body = format!(
+            "{} Überblick über das Tor {}",
+            "ä ".repeat(60),
+            "ö ".repeat(60)
+        );
         let p = preview(&body, "TOR Überblick", 40);
         assert!(p.contains("Überblick über das Tor"), "{p}");
         // words under three characters never move the window

@@ -1,5 +1,8 @@
 //! The relation graph as compact adjacency arrays (CSR), built once and read by every query.
 
+use std::sync::Mutex;
+
+use super::boost::BoostScratch;
 use super::kind::{RelationKind, KIND_COUNT};
 
 /// An undirected multigraph over nodes `0..node_count`, stored as compressed sparse rows.
@@ -21,6 +24,18 @@ pub struct Graph {
     kind_masks: Vec<u8>,
     /// Edges skipped by [`Graph::from_edges`]: self-loops and ends outside the node range.
     ignored: usize,
+    /// Boost buffers sized to this graph, kept between queries (see [`Graph::with_scratch`]).
+    scratch: ScratchPool,
+}
+
+/// Boost buffers kept for reuse; a clone of a graph starts with none.
+#[derive(Debug, Default)]
+struct ScratchPool(Mutex<Vec<BoostScratch>>);
+
+impl Clone for ScratchPool {
+    fn clone(&self) -> ScratchPool {
+        ScratchPool::default()
+    }
 }
 
 // Kind masks hold one bit per kind.
@@ -78,7 +93,22 @@ impl Graph {
             kinds,
             kind_masks,
             ignored,
+            scratch: ScratchPool::default(),
         }
+    }
+
+    /// Runs `f` with boost buffers sized to this graph, taken from the graph's pool (or new
+    /// when every pooled one is in use) and returned after. A fresh scratch writes one slot
+    /// per node (64 MB at a million nodes, milliseconds of a query), so the pool keeps as
+    /// many as ran at once, and they go with the graph when it is replaced.
+    pub fn with_scratch<T>(&self, f: impl FnOnce(&mut BoostScratch) -> T) -> T {
+        let pooled = self.scratch.0.lock().ok().and_then(|mut pool| pool.pop());
+        let mut scratch = pooled.unwrap_or_default();
+        let out = f(&mut scratch);
+        if let Ok(mut pool) = self.scratch.0.lock() {
+            pool.push(scratch);
+        }
+        out
     }
 
     /// The number of nodes; ids run from 0 to one less than this.

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::boost::{boost_with, BoostScratch};
+use super::boost::boost_with;
 use super::settings::GraphSettings;
 use super::{Graph, RelationKind};
 use crate::fusion::FusedFragment;
@@ -70,13 +70,16 @@ pub fn apply_boost(
         return BoostReport::default();
     }
     let total: f64 = seeds.iter().map(|(_, s)| s).sum();
-    let result = boost_with(
-        access.graph(),
-        &seeds,
-        &settings.weights(),
-        &settings.boost_params(),
-        &mut BoostScratch::new(),
-    );
+    let graph = access.graph();
+    let result = graph.with_scratch(|scratch| {
+        boost_with(
+            graph,
+            &seeds,
+            &settings.weights(),
+            &settings.boost_params(),
+            scratch,
+        )
+    });
     let position: HashMap<FragmentKey, usize> = fused
         .iter()
         .enumerate()

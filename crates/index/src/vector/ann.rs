@@ -197,6 +197,19 @@ impl Hnsw {
         }
     }
 
+    /// Room for `rows` more rows, so that a build of known size grows its arrays once
+    /// instead of doubling them (a doubling holds the old and the new array at once: 1.5 GB
+    /// of vectors would briefly need 4.5 GB).
+    pub fn reserve(&mut self, rows: usize) {
+        self.vectors.reserve_exact(rows * self.dim);
+        self.keys.reserve_exact(rows);
+        self.deleted.reserve_exact(rows);
+        self.levels.reserve_exact(rows);
+        self.links0.reserve_exact(rows * (1 + 2 * self.params.m));
+        self.upper_offsets.reserve_exact(rows);
+        self.rows_by_key.reserve(rows);
+    }
+
     /// Live (not deleted) vectors.
     pub fn len(&self) -> usize {
         self.rows_by_key.len()

@@ -137,7 +137,9 @@ pub fn build_vectors(
         .map_err(io_err(&log_path))?;
     }
 
-    // Update the previous graph when it was built by this model; otherwise start over.
+    let hashes: HashMap<u64, u64> = have.iter().map(|(k, (h, _))| (*k, *h)).collect();
+    // Update the previous graph when it was built by this model; otherwise start over. Each
+    // vector moves out of `have` as the graph takes its copy, so they are held once, not twice.
     let previous = read_state(&vdir)
         .ok()
         .flatten()
@@ -156,9 +158,9 @@ pub fn build_vectors(
                     removed += 1;
                 }
             }
-            for (key, (hash, v)) in &have {
-                if old_hashes.get(key) != Some(hash) {
-                    g.insert(*key, v);
+            for (key, (hash, v)) in have.drain() {
+                if old_hashes.get(&key) != Some(&hash) {
+                    g.insert(key, &v);
                 }
             }
             if g.tombstones() > g.len() / 4 {
@@ -169,10 +171,13 @@ pub fn build_vectors(
         }
         None => {
             let mut g = Hnsw::new(dim, HnswParams::default());
-            let mut keys: Vec<&u64> = have.keys().collect();
-            keys.sort();
+            let mut keys: Vec<u64> = have.keys().copied().collect();
+            keys.sort_unstable();
+            g.reserve(keys.len());
             for key in keys {
-                g.insert(*key, &have[key].1);
+                if let Some((_, v)) = have.remove(&key) {
+                    g.insert(key, &v);
+                }
             }
             g
         }
@@ -191,7 +196,6 @@ pub fn build_vectors(
         file.sync_all().map_err(io_err(&tmp))?;
     }
     std::fs::rename(&tmp, &ann_path).map_err(io_err(&ann_path))?;
-    let hashes: HashMap<u64, u64> = have.iter().map(|(k, (h, _))| (*k, *h)).collect();
     let state = VectorState {
         model_id: model_id.clone(),
         dim,
@@ -245,7 +249,12 @@ fn embed_texts(dir: &Path, settings: &Settings, precomputed: bool) -> Result<Tex
         let title = titles
             .get(&text(fields.source_id))
             .map_or("", String::as_str);
-        let embed = fragment_text_to_embed(title, &body);
+        // With precomputed vectors the text is never embedded: not kept (a gigabyte at 1M).
+        let embed = if precomputed {
+            String::new()
+        } else {
+            fragment_text_to_embed(title, &body)
+        };
         let hash = match (precomputed, fields.vector) {
             (true, Some(field)) => match doc.get_first(field).and_then(|v| v.as_bytes()) {
                 Some(bytes) => {
