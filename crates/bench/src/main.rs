@@ -68,7 +68,7 @@ enum Command {
         keep: bool,
         /// Query the index an earlier `run --index DIR` built in DIR instead of indexing
         /// (the index figures are then not measured): for profiling queries.
-        #[arg(long, requires = "index")]
+        #[arg(long, requires = "index", conflicts_with = "pg")]
         reuse: bool,
         #[arg(long, default_value = "lexical,dense,hybrid")]
         modes: String,

@@ -129,6 +129,7 @@ fn run_scores_finder_on_a_generated_dataset() {
         data: data.clone(),
         index: Some(index.clone()),
         keep: false,
+        reuse: false,
         modes: "lexical,dense,hybrid".into(),
         queries_limit: None,
         progress: false,
@@ -173,15 +174,48 @@ fn run_scores_finder_on_a_generated_dataset() {
     // A given index folder is kept, and a second run refuses to overwrite it.
     assert!(index.join("lexical").exists());
     let again = run(&RunOptions {
-        data,
-        index: Some(index),
+        data: data.clone(),
+        index: Some(index.clone()),
         keep: false,
+        reuse: false,
         modes: "lexical".into(),
         queries_limit: Some(2),
         progress: false,
         set: Vec::new(),
     });
     assert!(again.unwrap_err().to_string().contains("not empty"));
+    // --reuse queries it without indexing: the same rankings, no index figures.
+    let reused = run(&RunOptions {
+        data: data.clone(),
+        index: Some(index),
+        keep: false,
+        reuse: true,
+        modes: "lexical,dense,hybrid".into(),
+        queries_limit: None,
+        progress: false,
+        set: Vec::new(),
+    })
+    .unwrap();
+    for mode in ["lexical", "dense", "hybrid"] {
+        assert_eq!(
+            reused["modes"][mode]["ndcg10"], result["modes"][mode]["ndcg10"],
+            "{mode}"
+        );
+    }
+    assert!(reused["index_s"].is_null() && reused["fragments"].is_null());
+    // and refuses a folder with no index in it
+    let err = run(&RunOptions {
+        data,
+        index: Some(tmp.path().join("nothing")),
+        keep: false,
+        reuse: true,
+        modes: "lexical".into(),
+        queries_limit: None,
+        progress: false,
+        set: Vec::new(),
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("no index there"), "{err}");
 }
 
 #[test]
@@ -193,6 +227,7 @@ fn run_refuses_an_unknown_mode_before_indexing() {
         data,
         index: Some(tmp.path().join("index")),
         keep: false,
+        reuse: false,
         modes: "lexical,bogus".into(),
         queries_limit: None,
         progress: false,
@@ -299,6 +334,7 @@ fn embedded_vectors_reproduce_finders_own_dense_ranking() {
         data: out,
         index: Some(tmp.path().join("bench")),
         keep: false,
+        reuse: false,
         modes: "dense".into(),
         queries_limit: None,
         progress: false,
