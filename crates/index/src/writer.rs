@@ -113,7 +113,9 @@ pub fn index_inputs(
     let mut seen: HashSet<String> = HashSet::new();
     // Ids a source was read for: a second one is a duplicate.
     let mut sourced: HashSet<String> = HashSet::new();
-    let mut written: HashMap<String, SourceRecord> = HashMap::new();
+    // Per source written: its fragment count and whether it is dated, all the totals need
+    // (the whole record is in the index; a million of them held here were a gigabyte).
+    let mut written: HashMap<String, (u32, bool)> = HashMap::new();
     let mut incomplete: HashSet<String> = HashSet::new();
     let mut done = 0u64;
     let mut failure: Option<IndexError> = None;
@@ -178,7 +180,8 @@ pub fn index_inputs(
                     writer.delete_term(Term::from_field_text(fields.source_id, &source.id));
                     match add_source(&writer, fields, settings, &source) {
                         Ok(record) => {
-                            written.insert(source.id.clone(), record);
+                            let dated = record.envelope.date.is_some();
+                            written.insert(source.id.clone(), (record.fragments, dated));
                         }
                         Err(e) => failure = Some(store_error(dir, e)),
                     }
@@ -228,8 +231,8 @@ pub fn index_inputs(
             }
         }
     }
-    for (id, r) in &written {
-        totals.insert(id, (r.fragments, r.envelope.date.is_some()));
+    for (id, &counts) in &written {
+        totals.insert(id, counts);
     }
     report.sources = totals.len() as u64;
     report.fragments = totals.values().map(|&(n, _)| n as u64).sum();
