@@ -401,3 +401,39 @@ fn files_left_by_a_run_killed_before_its_commit_do_not_block_the_next_run() {
     let finder = fx.open();
     assert_eq!(ids(&finder, "weekly snapshots", &settings)[0], "backup.md");
 }
+
+#[test]
+fn a_source_given_twice_in_one_run_is_held_once_the_later_winning() {
+    // A first run writes new sources without deleting anything first; a source read twice in
+    // one run (within one input, then again from another) must still end up held once.
+    let fx = Fixture::new();
+    let a = fx.write(
+        "a.jsonl",
+        &[
+            record("dup", "Dup", "walrus colony census"),
+            record("solo", "Solo", "penguin rookery"),
+            record("dup", "Dup", "narwhal tusk survey"),
+        ]
+        .join("\n"),
+    );
+    let b = fx.write("b.jsonl", &record("dup", "Dup", "beluga pod acoustics"));
+    let s = Settings::default();
+    let report = fx.index(&[&a, &b], &s);
+    assert_eq!(report.sources, 2, "{:?}", report.problems);
+    let finder = fx.open();
+    assert_eq!(ids(&finder, "beluga acoustics", &s), vec!["dup"]);
+    assert!(ids(&finder, "walrus census", &s).is_empty());
+    assert!(ids(&finder, "narwhal survey", &s).is_empty());
+    assert_eq!(ids(&finder, "penguin", &s), vec!["solo"]);
+    assert_eq!(finder.status().unwrap().fragments, 2);
+    // the documents themselves, not only the counts: one per fragment
+    let searcher = finder.tantivy_index().reader().unwrap().searcher();
+    assert_eq!(searcher.num_docs(), 2);
+
+    // A later run that changes it replaces it, still once.
+    let c = fx.write("b.jsonl", &record("dup", "Dup", "orca hunting"));
+    fx.index(&[&a, &c], &s);
+    let finder = fx.open();
+    assert_eq!(ids(&finder, "orca hunting", &s), vec!["dup"]);
+    assert!(ids(&finder, "beluga", &s).is_empty());
+}
