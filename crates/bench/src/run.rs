@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use finder_core::{EmbedBackend, SearchResponse, Settings};
 use finder_eval::{ndcg_at, percentile, recall_at, LatencyRecorder};
-use finder_index::{build_vectors, index_inputs, Finder, Progress};
+use finder_index::{build_vectors, index_inputs, Finder, Progress, VectorProgress};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -170,8 +170,13 @@ pub fn run(options: &RunOptions) -> Result<Value> {
         let embedder = finder_embed::Embedder::from_settings(&settings.embed)?
             .context("the precomputed backend is always available")?;
         let mut ticker = Ticker::new(options.progress);
-        let vectors = build_vectors(&index_dir, &settings, &embedder, &mut |done, total| {
-            ticker.tick(|| format!("finder: vectors {done}/{total}"));
+        let vectors = build_vectors(&index_dir, &settings, &embedder, &mut |p| match p {
+            VectorProgress::Embedding { done, total } => {
+                ticker.tick(|| format!("finder: vectors {done}/{total}"))
+            }
+            VectorProgress::Graph { done, total } => {
+                ticker.tick(|| format!("finder: HNSW graph {done}/{total}"))
+            }
         })
         .with_context(|| format!("building vectors in {}", index_dir.display()))?;
         let index_vector_s = started.elapsed().as_secs_f64();

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Result;
 use finder_core::{Embed, EmbedBackend, EmbedSettings, Settings};
-use finder_index::{build_vectors, Finder, VectorReport};
+use finder_index::{build_vectors, Finder, VectorProgress, VectorReport};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Opens an index for queries with the configured embedding model attached (or the reason it
@@ -107,7 +107,7 @@ pub fn build(index: &Path, settings: &Settings) -> Result<VectorOutcome> {
         let bar = ProgressBar::new(0);
         bar.set_style(
             ProgressStyle::with_template(
-                "vectors {bar:30} {pos}/{len} fragments · {per_sec} · eta {eta}",
+                "vectors: {msg} {bar:30} {pos}/{len} · {per_sec} · eta {eta}",
             )
             .expect("valid template"),
         );
@@ -115,7 +115,18 @@ pub fn build(index: &Path, settings: &Settings) -> Result<VectorOutcome> {
     } else {
         ProgressBar::hidden()
     };
-    let report = build_vectors(index, settings, &embedder, &mut |done, total| {
+    let mut phase = "";
+    let report = build_vectors(index, settings, &embedder, &mut |p| {
+        let (name, done, total) = match p {
+            VectorProgress::Embedding { done, total } => ("embedding fragments", done, total),
+            VectorProgress::Graph { done, total } => ("building the ANN graph", done, total),
+        };
+        if name != phase {
+            // a new phase starts its own count and rate
+            phase = name;
+            bar.reset();
+            bar.set_message(name);
+        }
         bar.set_length(total as u64);
         bar.set_position(done as u64);
     })?;

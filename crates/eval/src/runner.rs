@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use finder_core::{Embed, Settings};
-use finder_index::{build_vectors, index_inputs, Finder};
+use finder_index::{build_vectors, index_inputs, Finder, VectorProgress};
 
 use crate::dataset::{corpus_fingerprint, Dataset};
 use crate::error::EvalError;
@@ -213,16 +213,15 @@ fn semantic_layer(
         Ok(None) => return Ok(Ok(None)),
         Err(e) => return Ok(Err(e.to_string())),
     };
-    build_vectors(
-        index_dir,
-        settings,
-        embedder.as_ref(),
-        &mut |done, total| {
-            if total > 0 {
-                progress(&format!("embedding {done}/{total} fragments"));
-            }
-        },
-    )?;
+    build_vectors(index_dir, settings, embedder.as_ref(), &mut |p| match p {
+        VectorProgress::Embedding { done, total } if total > 0 => {
+            progress(&format!("embedding {done}/{total} fragments"));
+        }
+        VectorProgress::Graph { done, total } if total > 0 => {
+            progress(&format!("ANN graph {done}/{total} vectors"));
+        }
+        _ => {}
+    })?;
     Ok(Ok(Some(embedder as Arc<dyn Embed>)))
 }
 

@@ -136,7 +136,7 @@ fn corpus(dir: &std::path::Path, n: usize, vectors: bool) -> (PathBuf, Settings)
                 Err("given vectors only".into())
             }
         }
-        build_vectors(&index, &settings, &Given, &mut |_, _| {}).unwrap();
+        build_vectors(&index, &settings, &Given, &mut |_| {}).unwrap();
     }
     (index, settings)
 }

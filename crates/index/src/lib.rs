@@ -32,7 +32,9 @@ pub use ingest::{derive_summary, detect, fragment, read_input, InputKind};
 pub use keys::{fragment_key, source_key};
 pub use preview::preview;
 pub use record::{CommitInfo, RunCounts};
-pub use vector::{build_vectors, fragment_text_to_embed, VectorReport, VectorState};
+pub use vector::{
+    build_vectors, fragment_text_to_embed, VectorProgress, VectorReport, VectorState,
+};
 pub use writer::{index_inputs, Progress, RunReport};
 
 fn store_error(dir: &std::path::Path, source: tantivy::TantivyError) -> IndexError {

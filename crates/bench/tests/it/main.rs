@@ -321,7 +321,7 @@ fn embedded_vectors_reproduce_finders_own_dense_ranking() {
     let model = finder_embed::Embedder::from_settings(&settings.embed)
         .unwrap()
         .unwrap();
-    finder_index::build_vectors(&own, &settings, &model, &mut |_, _| {}).unwrap();
+    finder_index::build_vectors(&own, &settings, &model, &mut |_| {}).unwrap();
     let mut finder = finder_index::Finder::open(&own, settings).unwrap();
     let model: std::sync::Arc<dyn finder_core::Embed> = std::sync::Arc::new(model);
     finder.attach_embedder(Ok(Some(model)));

@@ -40,13 +40,26 @@ pub struct VectorReport {
 /// How often the log is made durable during a build.
 const SYNC_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Embeds what is missing and publishes the vector index. `progress(done, total)` counts
-/// fragments to embed in this build.
+/// Where a vector build is, for a progress display: first the fragments to embed (or, with
+/// precomputed vectors, to check), then the vectors going into the ANN graph — at a million
+/// fragments the graph is the long part (minutes), so it reports too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VectorProgress {
+    /// `done` of the `total` fragments this build embeds.
+    Embedding { done: usize, total: usize },
+    /// `done` of the `total` vectors this build puts into the graph.
+    Graph { done: usize, total: usize },
+}
+
+/// How many graph insertions between two [`VectorProgress::Graph`] reports.
+const GRAPH_PROGRESS_EVERY: usize = 1024;
+
+/// Embeds what is missing and publishes the vector index, reporting each phase to `progress`.
 pub fn build_vectors(
     dir: &Path,
     settings: &Settings,
     embedder: &dyn Embed,
-    progress: &mut dyn FnMut(usize, usize),
+    progress: &mut dyn FnMut(VectorProgress),
 ) -> Result<VectorReport> {
     let started = Instant::now();
     let vdir = dir.join(VECTOR_DIR);
@@ -82,7 +95,8 @@ pub fn build_vectors(
         log::LogWriter::open(&log_path, &model_id, dim, valid_len).map_err(io_err(&log_path))?;
     let mut last_sync = Instant::now();
     let batch = settings.embed.batch_size.max(1);
-    progress(0, todo.len());
+    let total = todo.len();
+    progress(VectorProgress::Embedding { done: 0, total });
     for (i, chunk) in todo.chunks(batch).enumerate() {
         let vectors = if precomputed {
             chunk
@@ -114,7 +128,8 @@ pub fn build_vectors(
             writer.sync().map_err(io_err(&log_path))?;
             last_sync = Instant::now();
         }
-        progress(((i + 1) * batch).min(todo.len()), todo.len());
+        let done = ((i + 1) * batch).min(total);
+        progress(VectorProgress::Embedding { done, total });
     }
     writer.sync().map_err(io_err(&log_path))?;
     drop(writer);
@@ -158,11 +173,12 @@ pub fn build_vectors(
                     removed += 1;
                 }
             }
-            for (key, (hash, v)) in have.drain() {
-                if old_hashes.get(&key) != Some(&hash) {
-                    g.insert(key, &v);
-                }
-            }
+            let changed: Vec<u64> = have
+                .iter()
+                .filter(|(key, (hash, _))| old_hashes.get(key) != Some(hash))
+                .map(|(key, _)| *key)
+                .collect();
+            insert_all(&mut g, &mut have, changed, progress);
             if g.tombstones() > g.len() / 4 {
                 g.compact()
             } else {
@@ -174,11 +190,7 @@ pub fn build_vectors(
             let mut keys: Vec<u64> = have.keys().copied().collect();
             keys.sort_unstable();
             g.reserve(keys.len());
-            for key in keys {
-                if let Some((_, v)) = have.remove(&key) {
-                    g.insert(key, &v);
-                }
-            }
+            insert_all(&mut g, &mut have, keys, progress);
             g
         }
     };
@@ -215,6 +227,27 @@ pub fn build_vectors(
         total: graph.len(),
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Moves the vectors of `keys` out of `have` into the graph, in order, so each vector is held
+/// once; reports every [`GRAPH_PROGRESS_EVERY`] insertions.
+fn insert_all(
+    graph: &mut Hnsw,
+    have: &mut HashMap<u64, (u64, Vec<f32>)>,
+    keys: Vec<u64>,
+    progress: &mut dyn FnMut(VectorProgress),
+) {
+    let total = keys.len();
+    progress(VectorProgress::Graph { done: 0, total });
+    for (i, key) in keys.into_iter().enumerate() {
+        if let Some((_, v)) = have.remove(&key) {
+            graph.insert(key, &v);
+        }
+        if (i + 1) % GRAPH_PROGRESS_EVERY == 0 {
+            progress(VectorProgress::Graph { done: i + 1, total });
+        }
+    }
+    progress(VectorProgress::Graph { done: total, total });
 }
 
 /// Every live fragment of the lexical index: `(fragment key, text hash, text to embed)`.

@@ -12,7 +12,7 @@ mod log;
 mod search;
 
 pub(crate) use build::unit;
-pub use build::{build_vectors, fragment_text_to_embed, VectorReport};
+pub use build::{build_vectors, fragment_text_to_embed, VectorProgress, VectorReport};
 pub use search::VectorState;
 pub(crate) use search::{read_state, VectorIndex, LOG_FILE, STATE_FILE};
 

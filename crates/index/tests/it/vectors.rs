@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use finder_core::{Channel, ChannelStatus, Embed, SearchResponse, Settings};
-use finder_index::{build_vectors, Finder};
+use finder_index::{build_vectors, Finder, VectorProgress};
 
 use crate::support::{record, Fixture};
 
@@ -115,7 +115,7 @@ fn vectors_join_the_fusion_and_explain_shows_them() {
         &fx.index_dir(),
         &small_batches(),
         model.as_ref(),
-        &mut |_, _| {},
+        &mut |_| {},
     )
     .unwrap();
     assert_eq!((report.embedded, report.total), (20, 20));
@@ -171,7 +171,7 @@ fn an_interrupted_build_resumes_where_it_stopped() {
         fail_after: Some(3),
         ..BagOfWords::new("bow")
     };
-    let err = build_vectors(&fx.index_dir(), &small_batches(), &flaky, &mut |_, _| {}).unwrap_err();
+    let err = build_vectors(&fx.index_dir(), &small_batches(), &flaky, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("backend went away"), "{err}");
     // Lexical search is unaffected; the status says the build is unfinished.
     let finder = fx.open();
@@ -187,7 +187,7 @@ fn an_interrupted_build_resumes_where_it_stopped() {
         &fx.index_dir(),
         &small_batches(),
         &BagOfWords::new("bow"),
-        &mut |_, _| {},
+        &mut |_| {},
     )
     .unwrap();
     assert_eq!((report.embedded, report.reused, report.total), (28, 12, 40));
@@ -199,20 +199,9 @@ fn edits_and_model_changes_redo_only_what_changed() {
     let input = corpus(&fx, 12);
     fx.index(&[&input], &Settings::default());
     let dir = fx.index_dir();
-    build_vectors(
-        &dir,
-        &small_batches(),
-        &BagOfWords::new("bow"),
-        &mut |_, _| {},
-    )
-    .unwrap();
-    let again = build_vectors(
-        &dir,
-        &small_batches(),
-        &BagOfWords::new("bow"),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    build_vectors(&dir, &small_batches(), &BagOfWords::new("bow"), &mut |_| {}).unwrap();
+    let again =
+        build_vectors(&dir, &small_batches(), &BagOfWords::new("bow"), &mut |_| {}).unwrap();
     assert_eq!((again.embedded, again.reused), (0, 12));
 
     // One record edited, one removed: one vector redone, one dropped.
@@ -223,13 +212,8 @@ fn edits_and_model_changes_redo_only_what_changed() {
     std::fs::write(&input, lines.join("\n")).unwrap();
     let lexical = fx.index(&[&input], &Settings::default());
     assert_eq!((lexical.counts.updated, lexical.counts.removed), (1, 1));
-    let update = build_vectors(
-        &dir,
-        &small_batches(),
-        &BagOfWords::new("bow"),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let update =
+        build_vectors(&dir, &small_batches(), &BagOfWords::new("bow"), &mut |_| {}).unwrap();
     assert_eq!((update.embedded, update.removed, update.total), (1, 2, 11));
 
     // A new model rebuilds every vector, and the lexical index is not touched.
@@ -238,7 +222,7 @@ fn edits_and_model_changes_redo_only_what_changed() {
         &dir,
         &small_batches(),
         &BagOfWords::new("bow-v2"),
-        &mut |_, _| {},
+        &mut |_| {},
     )
     .unwrap();
     assert_eq!((other.embedded, other.reused, other.total), (11, 0, 11));
@@ -261,7 +245,7 @@ fn every_semantic_failure_degrades_to_lexical() {
     assert!(reason.unwrap().contains("no vectors built"));
     assert!(!r.hits.is_empty(), "lexical answers");
 
-    build_vectors(&fx.index_dir(), &s, &BagOfWords::new("bow"), &mut |_, _| {}).unwrap();
+    build_vectors(&fx.index_dir(), &s, &BagOfWords::new("bow"), &mut |_| {}).unwrap();
 
     // Semantic layer off in the query settings.
     let off = finder
@@ -367,7 +351,7 @@ fn precomputed_vectors_come_from_records_and_queries() {
     let settings = precomputed();
     let report = fx.index(&[&input], &settings);
     assert!(report.problems.is_empty(), "{:?}", report.problems);
-    let built = build_vectors(&fx.index_dir(), &settings, &GivenVectors, &mut |_, _| {}).unwrap();
+    let built = build_vectors(&fx.index_dir(), &settings, &GivenVectors, &mut |_| {}).unwrap();
     assert_eq!((built.embedded, built.total), (3, 3));
 
     let finder = open_with(&fx, Arc::new(GivenVectors));
@@ -407,7 +391,7 @@ fn precomputed_vectors_come_from_records_and_queries() {
     )
     .unwrap();
     fx.index(&[&input], &settings);
-    let again = build_vectors(&fx.index_dir(), &settings, &GivenVectors, &mut |_, _| {}).unwrap();
+    let again = build_vectors(&fx.index_dir(), &settings, &GivenVectors, &mut |_| {}).unwrap();
     assert_eq!((again.embedded, again.reused), (1, 2));
 }
 
@@ -433,4 +417,61 @@ fn a_precomputed_vector_of_the_wrong_length_is_a_problem_with_its_source() {
     );
     assert!(named(&["`short`", "embed.dim is 3"]), "{problems:?}");
     assert_eq!(report.sources, 1);
+}
+
+#[test]
+fn a_build_reports_embedding_then_the_graph_each_up_to_its_total() {
+    let fx = Fixture::new();
+    let input = corpus(&fx, 20);
+    fx.index(&[&input], &Settings::default());
+    let mut events = Vec::new();
+    let report = build_vectors(
+        &fx.index_dir(),
+        &small_batches(),
+        &BagOfWords::new("bow"),
+        &mut |p| events.push(p),
+    )
+    .unwrap();
+    let graph_from = events
+        .iter()
+        .position(|p| matches!(p, VectorProgress::Graph { .. }))
+        .expect("the graph phase reports");
+    // every embedding report comes first, counts up and ends at its total
+    let embedding: Vec<(usize, usize)> = events[..graph_from]
+        .iter()
+        .map(|p| match *p {
+            VectorProgress::Embedding { done, total } => (done, total),
+            other => panic!("{other:?} before the graph phase"),
+        })
+        .collect();
+    assert_eq!(embedding.first(), Some(&(0, 20)));
+    assert_eq!(embedding.last(), Some(&(20, 20)));
+    assert!(embedding.windows(2).all(|w| w[0].0 <= w[1].0));
+    let graph: Vec<(usize, usize)> = events[graph_from..]
+        .iter()
+        .map(|p| match *p {
+            VectorProgress::Graph { done, total } => (done, total),
+            other => panic!("{other:?} after the graph phase began"),
+        })
+        .collect();
+    assert_eq!(graph.first(), Some(&(0, report.total)));
+    assert_eq!(graph.last(), Some(&(report.total, report.total)));
+
+    // an unchanged rebuild embeds nothing and inserts nothing, and still says so
+    let mut again = Vec::new();
+    build_vectors(
+        &fx.index_dir(),
+        &small_batches(),
+        &BagOfWords::new("bow"),
+        &mut |p| again.push(p),
+    )
+    .unwrap();
+    assert_eq!(
+        again.first(),
+        Some(&VectorProgress::Embedding { done: 0, total: 0 })
+    );
+    assert_eq!(
+        again.last(),
+        Some(&VectorProgress::Graph { done: 0, total: 0 })
+    );
 }

@@ -189,7 +189,7 @@ fn hybrid_search_matches_the_embedded_engine() {
         &mut |_| {},
     )
     .unwrap();
-    finder_index::build_vectors(&index, &settings, &GivenVectors, &mut |_, _| {}).unwrap();
+    finder_index::build_vectors(&index, &settings, &GivenVectors, &mut |_| {}).unwrap();
     finder_pg::index_inputs(&config, &[records], &settings).unwrap();
     let mut embedded = Finder::open(&index, settings.clone()).unwrap();
     embedded.attach_embedder(Ok(Some(Arc::new(GivenVectors))));
@@ -321,7 +321,7 @@ fn vectors_embedded_at_ingest_match_the_embedded_engine() {
     let index = tmp.path().join("index");
     let inputs = vec![notes, first, second];
     finder_index::index_inputs(&index, &inputs, &settings, &mut |_| {}).unwrap();
-    finder_index::build_vectors(&index, &settings, &WordHashes, &mut |_, _| {}).unwrap();
+    finder_index::build_vectors(&index, &settings, &WordHashes, &mut |_| {}).unwrap();
     let mut read = 0;
     let run =
         finder_pg::index_inputs_with(&config, &inputs, &settings, Some(&WordHashes), &mut |n| {

@@ -115,7 +115,7 @@ fn build(root: &Path) -> Vec<(String, PathBuf, bool)> {
         .unwrap();
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         if vectors.is_some() {
-            finder_index::build_vectors(&dir, &settings, &GivenVectors, &mut |_, _| {}).unwrap();
+            finder_index::build_vectors(&dir, &settings, &GivenVectors, &mut |_| {}).unwrap();
         }
         out.push((space.to_string(), dir, vectors.is_some()));
     }
