@@ -388,16 +388,7 @@ fn run_mode(
         let response = search(q)?;
         latencies.push(started.elapsed().as_secs_f64() * 1e3);
         recorder.record_diagnostics(&response.diagnostics);
-        for c in response.diagnostics.degraded() {
-            let note = format!(
-                "{} degraded: {}",
-                c.channel.name(),
-                c.reason.as_deref().unwrap_or("")
-            );
-            if !notes.contains(&note) {
-                notes.push(note);
-            }
-        }
+        finder_eval::note_degraded(&response.diagnostics, &mut notes);
         if q.relevant.is_empty() {
             continue;
         }

@@ -13,5 +13,5 @@ mod runner;
 pub use dataset::{corpus_fingerprint, Dataset, Query};
 pub use error::EvalError;
 pub use metrics::{mrr_at, ndcg_at, percentile, recall_at, Metrics, QueryMetrics};
-pub use report::{LatencyRecorder, Percentiles, Report, RunReport};
+pub use report::{note_degraded, LatencyRecorder, Percentiles, Report, RunReport};
 pub use runner::{cache_dir, check_minimums, evaluate, presets, EvalOptions, RunSpec};

@@ -218,6 +218,22 @@ impl LatencyRecorder {
     }
 }
 
+/// Adds to `notes` each channel the query's diagnostics report degraded, as
+/// "`channel` degraded: reason", once per distinct note: a run's notes say which channels did
+/// not run as asked without repeating it for every query.
+pub fn note_degraded(diagnostics: &Diagnostics, notes: &mut Vec<String>) {
+    for c in diagnostics.degraded() {
+        let note = format!(
+            "{} degraded: {}",
+            c.channel.name(),
+            c.reason.as_deref().unwrap_or("")
+        );
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

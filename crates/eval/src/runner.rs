@@ -10,7 +10,7 @@ use finder_index::{build_vectors, index_inputs, Finder, VectorProgress};
 use crate::dataset::{corpus_fingerprint, Dataset};
 use crate::error::EvalError;
 use crate::metrics::{Metrics, QueryMetrics};
-use crate::report::{LatencyRecorder, Report, RunReport};
+use crate::report::{note_degraded, LatencyRecorder, Report, RunReport};
 
 /// Hits judged per query: enough for Recall@100.
 const DEPTH: usize = 100;
@@ -239,16 +239,7 @@ fn run_queries(
         let page = finder.search(&query.text, settings, 0, PAGE)?;
         latency.record_diagnostics(&page.diagnostics);
         let response = finder.search(&query.text, settings, 0, DEPTH + 1)?;
-        for c in response.diagnostics.degraded() {
-            let note = format!(
-                "{} degraded: {}",
-                c.channel.name(),
-                c.reason.as_deref().unwrap_or("")
-            );
-            if !notes.contains(&note) {
-                notes.push(note);
-            }
-        }
+        note_degraded(&response.diagnostics, &mut notes);
         let ranked: Vec<String> = response
             .hits
             .into_iter()
