@@ -102,6 +102,8 @@ pub fn run(options: &RunOptions) -> Result<Value> {
         None => scratch.path().join("index"),
     };
     let settings = bench_settings(options, meta.dim)?;
+    let embedder = finder_embed::Embedder::from_settings(&settings.embed)?
+        .context("the precomputed backend is always available")?;
     let built = if options.reuse {
         notes.push(format!(
             "index reused from {} (index figures not measured)",
@@ -167,8 +169,6 @@ pub fn run(options: &RunOptions) -> Result<Value> {
 
         // Vectors: the precomputed backend reads them back from the fragments and builds the HNSW.
         let started = Instant::now();
-        let embedder = finder_embed::Embedder::from_settings(&settings.embed)?
-            .context("the precomputed backend is always available")?;
         let mut ticker = Ticker::new(options.progress);
         let vectors = build_vectors(&index_dir, &settings, &embedder, &mut |p| match p {
             VectorProgress::Embedding { done, total } => {
@@ -202,8 +202,6 @@ pub fn run(options: &RunOptions) -> Result<Value> {
             index_bytes,
         })
     };
-    let embedder = finder_embed::Embedder::from_settings(&settings.embed)?
-        .context("the precomputed backend is always available")?;
 
     let mut finder = Finder::open(&index_dir, settings.clone())?;
     let embedder: Arc<dyn finder_core::Embed> = Arc::new(embedder);
