@@ -133,6 +133,22 @@ def run_mode(search, ds, mode):
     return out
 
 
+def run_modes(res, modes, ds, wanted):
+    """Runs each wanted mode (modes: name -> search(i)) into res["modes"]."""
+    for m in wanted:
+        res["modes"][m] = run_mode(modes[m], ds, m)
+
+
+def client_fused_modes(lexical, dense):
+    """The modes of a peer with no fusion of its own, from lexical(i, k) and dense(i, k)
+    (best-first id lists): hybrid is RRF of each side's top FUSE_DEPTH, fused here."""
+    return {
+        "lexical": lambda i: lexical(i, TOP),
+        "dense": lambda i: dense(i, TOP),
+        "hybrid": lambda i: rrf([lexical(i, FUSE_DEPTH), dense(i, FUSE_DEPTH)]),
+    }
+
+
 def latency_stats(lat_s):
     ms = np.asarray(lat_s) * 1000.0
     return {

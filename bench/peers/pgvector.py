@@ -233,8 +233,7 @@ def run(a, ds, res, url):
     ).fetchall()
     if not any("docs_hnsw" in r[0] for r in plan):
         res["notes"].append("hybrid: the planner's dense half is a sequential scan too")
-    for m in a.modes:
-        res["modes"][m] = C.run_mode(modes[m], ds, m)
+    C.run_modes(res, modes, ds, a.modes)
     con.close()
 
 

@@ -178,8 +178,7 @@ def main():
         "query analysis is; dense query vectors are precomputed for all"
     )
     modes = {"lexical": lexical, "dense": dense, "hybrid": hybrid}
-    for m in a.modes:
-        res["modes"][m] = C.run_mode(modes[m], ds, m)
+    C.run_modes(res, modes, ds, a.modes)
     if lexical_kind == "both":
         res["modes"]["lexical_textindex"] = C.run_mode(lexical_text, ds, "lexical_textindex")
         res["notes"].append(

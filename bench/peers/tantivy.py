@@ -87,13 +87,7 @@ def main():
     def dense(i, k):
         return [ids[r] for r in C.topk_dot(mat, qv[i], k)]
 
-    modes = {
-        "lexical": lambda i: lex(i, C.TOP),
-        "dense": lambda i: dense(i, C.TOP),
-        "hybrid": lambda i: C.rrf([lex(i, C.FUSE_DEPTH), dense(i, C.FUSE_DEPTH)]),
-    }
-    for m in a.modes:
-        res["modes"][m] = C.run_mode(modes[m], ds, m)
+    C.run_modes(res, C.client_fused_modes(lex, dense), ds, a.modes)
     C.write_result(a.out, res)
 
 
