@@ -349,6 +349,13 @@ fn add_source(
     } else {
         &source.fragments[..]
     };
+    // A record's given vector describes the whole record: it goes with one fragment, the first
+    // with text (the vector build skips textless ones). Copied onto every fragment, a long
+    // record would fill the dense list with copies and gain the rollup's bonus for each.
+    let vector_home = fragments
+        .iter()
+        .find(|f| !f.text.trim().is_empty())
+        .map(|f| f.ordinal);
     for fragment in fragments {
         let first = fragment.ordinal == 0;
         let mut indexed = String::new();
@@ -382,7 +389,11 @@ fn add_source(
             doc.add_u64(field, 1);
         }
         // Stored whatever the backend, so switching to `precomputed` needs no re-read.
-        if let (Some(field), Some(v)) = (fields.vector, &source.vector) {
+        if let (Some(field), Some(v), true) = (
+            fields.vector,
+            &source.vector,
+            vector_home == Some(fragment.ordinal),
+        ) {
             let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
             doc.add_bytes(field, &bytes);
         }

@@ -496,11 +496,18 @@ fn write_batch(
             .iter()
             .zip(&stored)
             .map(|((_, s), fragments)| {
-                let v = dim.and(s.vector.as_ref()).map(|v| vector_text(v));
-                // As in the embedded index, a fragment with no text has no vector.
+                // As in the embedded index, the record's vector goes with its first fragment
+                // that has text, and with no other (copies would fill the dense list).
+                let mut v = dim.and(s.vector.as_ref()).map(|v| vector_text(v));
                 fragments
                     .iter()
-                    .map(|f| v.clone().filter(|_| !f.text.trim().is_empty()))
+                    .map(|f| {
+                        if f.text.trim().is_empty() {
+                            None
+                        } else {
+                            v.take()
+                        }
+                    })
                     .collect()
             })
             .collect(),

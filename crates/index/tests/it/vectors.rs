@@ -396,6 +396,43 @@ fn precomputed_vectors_come_from_records_and_queries() {
 }
 
 #[test]
+fn a_records_vector_goes_with_one_fragment_not_every_one() {
+    let fx = Fixture::new();
+    // Long enough for several fragments at 200 characters each.
+    let long: String = (0..12)
+        .map(|i| format!("Paragraph {i} says something about topic {i}.\n\n"))
+        .collect();
+    let input = fx.write(
+        "records.jsonl",
+        &[
+            serde_json::json!({ "id": "long", "title": "long", "text": long, "vector": [1, 0, 0] })
+                .to_string(),
+            serde_json::json!({ "id": "short", "text": "one paragraph", "vector": [0, 1, 0] })
+                .to_string(),
+        ]
+        .join("\n"),
+    );
+    let mut settings = precomputed();
+    settings.index.fragment_max_chars = 200;
+    let report = fx.index(&[&input], &settings);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert!(report.fragments > 3, "the long record splits: {report:?}");
+    let built = build_vectors(&fx.index_dir(), &settings, &GivenVectors, &mut |_| {}).unwrap();
+    assert_eq!(built.total, 2, "one vector per record: {built:?}");
+
+    // The dense list holds each record once, at its vector's similarity.
+    let finder = open_with(&fx, Arc::new(GivenVectors));
+    let mut dense = settings.clone();
+    dense.lexical.enabled = false;
+    let r = finder
+        .search_with_vector("", Some(&[1.0, 0.5, 0.0]), &dense, 0, 10)
+        .unwrap();
+    let ids: Vec<&str> = r.hits.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(ids, ["long", "short"]);
+    assert_eq!(vector_report(&r).2, 2, "one vector hit per record");
+}
+
+#[test]
 fn a_precomputed_vector_of_the_wrong_length_is_a_problem_with_its_source() {
     let fx = Fixture::new();
     let input = fx.write(
