@@ -51,8 +51,9 @@ pub enum VectorProgress {
     Graph { done: usize, total: usize },
 }
 
-/// How many graph insertions between two [`VectorProgress::Graph`] reports.
-const GRAPH_PROGRESS_EVERY: usize = 1024;
+/// How many graph insertions between two [`VectorProgress::Graph`] reports (a multiple of
+/// the graph's batch, so the batches stay full).
+const GRAPH_PROGRESS_EVERY: usize = 4096;
 
 /// Embeds what is missing and publishes the vector index, reporting each phase to `progress`.
 pub fn build_vectors(
@@ -229,8 +230,9 @@ pub fn build_vectors(
     })
 }
 
-/// Moves the vectors of `keys` out of `have` into the graph, in order, so each vector is held
-/// once; reports every [`GRAPH_PROGRESS_EVERY`] insertions.
+/// Moves the vectors of `keys` out of `have` into the graph, in order and a slice at a time
+/// (each slice built on every core, [`Hnsw::insert_batch`]), so each vector is held once;
+/// reports after every slice of [`GRAPH_PROGRESS_EVERY`].
 fn insert_all(
     graph: &mut Hnsw,
     have: &mut HashMap<u64, (u64, Vec<f32>)>,
@@ -239,15 +241,20 @@ fn insert_all(
 ) {
     let total = keys.len();
     progress(VectorProgress::Graph { done: 0, total });
-    for (i, key) in keys.into_iter().enumerate() {
-        if let Some((_, v)) = have.remove(&key) {
-            graph.insert(key, &v);
-        }
-        if (i + 1) % GRAPH_PROGRESS_EVERY == 0 {
-            progress(VectorProgress::Graph { done: i + 1, total });
-        }
+    let mut done = 0;
+    for slice in keys.chunks(GRAPH_PROGRESS_EVERY) {
+        let owned: Vec<(u64, Vec<f32>)> = slice
+            .iter()
+            .filter_map(|key| have.remove(key).map(|(_, v)| (*key, v)))
+            .collect();
+        let items: Vec<(u64, &[f32])> = owned.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+        graph.insert_batch(&items);
+        done += slice.len();
+        progress(VectorProgress::Graph { done, total });
     }
-    progress(VectorProgress::Graph { done: total, total });
+    if total == 0 {
+        progress(VectorProgress::Graph { done: 0, total });
+    }
 }
 
 /// Every live fragment of the lexical index: `(fragment key, text hash, text to embed)`.
