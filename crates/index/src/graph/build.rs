@@ -506,30 +506,31 @@ fn extract(sources: &[GraphSource], g: &GraphSettings, built_from: u64) -> Graph
             max_df: g.max_alias_df,
             ..MentionConfig::default()
         };
-        let bodies = sources
+        let bodies: Vec<&str> = sources
             .iter()
-            .flat_map(|s| s.fragments.iter().map(|f| f.body.as_str()));
+            .flat_map(|s| s.fragments.iter().map(|f| f.body.as_str()))
+            .collect();
         let indexed = names
             .iter()
             .enumerate()
             .map(|(i, (_, aliases))| (i as u32, aliases.iter().map(String::as_str)));
-        if let Ok(matcher) = MentionMatcher::build_with_corpus(indexed, &config, bodies) {
-            let mut frag = 0usize;
-            for s in sources {
-                for f in &s.fragments {
-                    let this = frag as u32;
-                    for m in matcher.mentions(&f.body) {
-                        // A title entity is its paragraph: the mention links the paragraphs
-                        // directly (one hop), the entity stays the query's way in.
-                        let named = names[m.entity as usize].0;
-                        let target = title_owner.get(&named).map_or(named, |&si| heads[si]);
-                        let same_source = (target as usize) < owner.len()
-                            && owner[target as usize] == owner[frag];
-                        if !same_source && !linked.contains(&(this, target)) {
-                            add(&mut edges, this, target, RelationKind::Mentions);
-                        }
+        if let Ok(matcher) =
+            MentionMatcher::build_with_corpus(indexed, &config, bodies.iter().copied())
+        {
+            // Bodies in fragment-node order: the scan runs on every core, the edges follow
+            // in order.
+            for (frag, mentions) in matcher.mentions_all(&bodies).into_iter().enumerate() {
+                let this = frag as u32;
+                for m in mentions {
+                    // A title entity is its paragraph: the mention links the paragraphs
+                    // directly (one hop), the entity stays the query's way in.
+                    let named = names[m.entity as usize].0;
+                    let target = title_owner.get(&named).map_or(named, |&si| heads[si]);
+                    let same_source =
+                        (target as usize) < owner.len() && owner[target as usize] == owner[frag];
+                    if !same_source && !linked.contains(&(this, target)) {
+                        add(&mut edges, this, target, RelationKind::Mentions);
                     }
-                    frag += 1;
                 }
             }
             for d in matcher.dropped() {

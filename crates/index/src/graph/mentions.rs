@@ -195,6 +195,28 @@ impl DfCounts {
     }
 }
 
+/// `f` over contiguous shares of `items`, one per core (at most 8), results in the items'
+/// order; one share, on this thread, when there are few items or one core.
+fn on_every_core<T: Sync, R: Send>(items: &[T], f: impl Fn(&[T]) -> R + Sync) -> Vec<R> {
+    const MIN_SHARE: usize = 1024;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let threads = cores.min(items.len() / MIN_SHARE).max(1);
+    if threads == 1 {
+        return vec![f(items)];
+    }
+    let f = &f;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(items.len().div_ceil(threads))
+            .map(|share| scope.spawn(move || f(share)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a mention scan thread panicked"))
+            .collect()
+    })
+}
+
 /// The automaton could not be built (too many aliases for its state ids).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("cannot build the mention matcher: {0}")]
@@ -313,11 +335,35 @@ impl MentionMatcher {
         F: IntoIterator<Item = &'t str>,
     {
         let matcher = MentionMatcher::build(entities, config)?;
-        let mut counts = matcher.new_counts();
-        for text in fragments {
-            matcher.count_fragment(&mut counts, text);
-        }
+        let texts: Vec<&str> = fragments.into_iter().collect();
+        let counts = matcher.count_all(&texts);
         matcher.apply_df_cap(&counts)
+    }
+
+    /// [`MentionMatcher::count_fragment`] over every text, on every core (each thread counts
+    /// a contiguous share; the counts add up to the same whatever the split).
+    pub fn count_all(&self, texts: &[&str]) -> DfCounts {
+        let mut total = self.new_counts();
+        for part in on_every_core(texts, |share| {
+            let mut counts = self.new_counts();
+            for text in share {
+                self.count_fragment(&mut counts, text);
+            }
+            counts
+        }) {
+            total.merge(&part);
+        }
+        total
+    }
+
+    /// [`MentionMatcher::mentions`] of every text, in order, on every core.
+    pub fn mentions_all(&self, texts: &[&str]) -> Vec<Vec<EntityCount>> {
+        on_every_core(texts, |share| {
+            share.iter().map(|t| self.mentions(t)).collect::<Vec<_>>()
+        })
+        .into_iter()
+        .flatten()
+        .collect()
     }
 
     /// Empty counts for [`MentionMatcher::count_fragment`].
@@ -605,6 +651,42 @@ mod tests {
             .into_iter()
             .map(|x| format!("{}:{}", x.entity, &text[x.range]))
             .collect()
+    }
+
+    /// The scans shared out over the cores give what one scan in order gives.
+    #[test]
+    fn counting_and_scanning_on_every_core_equals_one_scan() {
+        let names: Vec<(u32, Vec<String>)> = (0..50)
+            .map(|i| (i, vec![format!("topic{i} name"), format!("alias {i}")]))
+            .collect();
+        let texts: Vec<String> = (0..5_000u32)
+            .map(|i| {
+                format!(
+                    "text {i} about Topic{} name and alias {} and topic{} again",
+                    i % 50,
+                    (i * 7) % 60,
+                    (i * 13) % 50
+                )
+            })
+            .collect();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let m = MentionMatcher::build(
+            names.iter().map(|(e, a)| (*e, a.iter())),
+            &MentionConfig::default(),
+        )
+        .unwrap();
+        let mut one = m.new_counts();
+        for t in &texts {
+            m.count_fragment(&mut one, t);
+        }
+        let all = m.count_all(&texts);
+        assert_eq!(all.fragments(), 5_000);
+        for alias in 0..m.aliases().len() {
+            assert_eq!(all.of_alias(alias), one.of_alias(alias), "alias {alias}");
+        }
+        let each: Vec<Vec<EntityCount>> = texts.iter().map(|t| m.mentions(t)).collect();
+        assert_eq!(m.mentions_all(&texts), each);
+        assert!(each.iter().all(|x| !x.is_empty()));
     }
 
     #[test]
