@@ -4,7 +4,8 @@
 //! Text and aliases are folded the same way: split into words on every non-alphanumeric
 //! character, lowercased and accent-folded with the same tantivy filters as the lexical
 //! index, and joined by single spaces (`Jean-Luc Godard` → `jean luc godard`). One
-//! Aho–Corasick automaton over the surviving aliases, each padded with a space on both sides,
+//! Aho–Corasick automaton over the surviving aliases (those the frequency cap drops later are
+//! matched and ignored, not rebuilt away), each padded with a space on both sides,
 //! scans the padded folded text, so every match is a whole-word match. The scan is
 //! overlapping and the leftmost-longest choice is made afterwards among whole-word matches
 //! only: a leftmost-longest automaton could stop on a match that is not whole-word (`ab c`
@@ -229,8 +230,16 @@ pub struct MentionMatcher {
     config: MentionConfig,
     aliases: Vec<Alias>,
     automaton: Option<AhoCorasick>,
+    /// The alias (index into `aliases`) of each automaton pattern; [`NO_ALIAS`] for one
+    /// the frequency cap dropped after the automaton was built (it is matched, and
+    /// ignored: rebuilding the automaton without it would hold two at once, a gigabyte
+    /// at a million titles).
+    pattern_alias: Vec<u32>,
     dropped: Vec<DroppedAlias>,
 }
+
+/// A pattern whose alias was dropped, see `MentionMatcher::pattern_alias`.
+const NO_ALIAS: u32 = u32::MAX;
 
 /// The entities (each with its alias as written) that gave one folded alias themselves, and
 /// those that got it by dropping a disambiguator.
@@ -313,10 +322,12 @@ impl MentionMatcher {
             aliases.push(Alias { folded, owners });
         }
         let automaton = automaton(&aliases)?;
+        let pattern_alias = (0..aliases.len() as u32).collect();
         Ok(MentionMatcher {
             config: config.clone(),
             aliases,
             automaton,
+            pattern_alias,
             dropped,
         })
     }
@@ -398,15 +409,19 @@ impl MentionMatcher {
         let MentionMatcher {
             config,
             aliases,
+            automaton,
+            pattern_alias,
             mut dropped,
-            ..
         } = self;
+        // the new index of each alias, NO_ALIAS when it is dropped
+        let mut renumber = Vec::with_capacity(aliases.len());
         let of = counts.fragments;
         let cap = config.max_df * of as f64;
         let mut kept = Vec::with_capacity(aliases.len());
         for (index, alias) in aliases.into_iter().enumerate() {
             let found = counts.of_alias(index);
             if found > config.df_floor && config.max_df < 1.0 && found as f64 > cap {
+                renumber.push(NO_ALIAS);
                 for (entity, name) in alias.owners {
                     dropped.push(DroppedAlias {
                         entity,
@@ -420,14 +435,20 @@ impl MentionMatcher {
                     });
                 }
             } else {
+                renumber.push(kept.len() as u32);
                 kept.push(alias);
             }
         }
-        let automaton = automaton(&kept)?;
+        // The automaton stays: its dropped patterns are matched and ignored.
+        let pattern_alias = pattern_alias
+            .into_iter()
+            .map(|a| renumber.get(a as usize).copied().unwrap_or(NO_ALIAS))
+            .collect();
         Ok(MentionMatcher {
             config,
             aliases: kept,
             automaton,
+            pattern_alias,
             dropped,
         })
     }
@@ -511,7 +532,10 @@ impl MentionMatcher {
             return;
         };
         for m in matches {
-            hit(m.pattern().as_usize(), m.start()..m.end());
+            let alias = self.pattern_alias[m.pattern().as_usize()];
+            if alias != NO_ALIAS {
+                hit(alias as usize, m.start()..m.end());
+            }
         }
     }
 }
