@@ -243,13 +243,6 @@ impl Hnsw {
     /// If `vector.len()` differs from the index dimension, or the index already holds
     /// `u32::MAX - 1` rows.
     pub fn insert(&mut self, key: u64, vector: &[f32]) {
-        assert_eq!(
-            vector.len(),
-            self.dim,
-            "vector of dimension {} inserted into an index of dimension {}",
-            vector.len(),
-            self.dim
-        );
         let (row, level) = self.append_row(key, vector);
         if self.entry == NONE {
             self.entry = row;
@@ -298,16 +291,7 @@ impl Hnsw {
     fn insert_chunk(&mut self, chunk: &[(u64, &[f32])], threads: usize) {
         let rows: Vec<(u32, usize)> = chunk
             .iter()
-            .map(|(key, vector)| {
-                assert_eq!(
-                    vector.len(),
-                    self.dim,
-                    "vector of dimension {} inserted into an index of dimension {}",
-                    vector.len(),
-                    self.dim
-                );
-                self.append_row(*key, vector)
-            })
+            .map(|(key, vector)| self.append_row(*key, vector))
             .collect();
 
         // Search: read-only, the rows shared out to the threads one at a time.
@@ -462,6 +446,13 @@ impl Hnsw {
     /// Pushes a new row (no links yet) and returns it with its drawn level; a key already
     /// present becomes a tombstone.
     fn append_row(&mut self, key: u64, vector: &[f32]) -> (u32, usize) {
+        assert_eq!(
+            vector.len(),
+            self.dim,
+            "vector of dimension {} inserted into an index of dimension {}",
+            vector.len(),
+            self.dim
+        );
         let row = u32::try_from(self.rows())
             .ok()
             .filter(|&r| r < NONE)
