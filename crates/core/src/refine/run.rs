@@ -222,9 +222,15 @@ impl<'x> Refiner<'x> {
                 (true, Some(f)) => self.text(store, source.source, f, &view.summary)?,
                 _ => String::new(),
             };
-            let vector = match (r.mmr, best) {
-                (true, Some(f)) => store.fragment_vector(f),
-                _ => None,
+            // The best fragment's vector, else another hit fragment's: a record's given
+            // vector sits on one of its fragments only.
+            let vector = if r.mmr {
+                source
+                    .fragments
+                    .iter()
+                    .find_map(|f| store.fragment_vector(f.0))
+            } else {
+                None
             };
             let relevance = parts.first().map_or(0.0, |p| {
                 comparable_score(&p.lists, level.lists_ran, rrf_k).share

@@ -400,7 +400,7 @@ fn a_records_vector_goes_with_one_fragment_not_every_one() {
     let fx = Fixture::new();
     // Long enough for several fragments at 200 characters each.
     let long: String = (0..12)
-        .map(|i| format!("Paragraph {i} says something about topic {i}.\n\n"))
+        .map(|i| format!("Paragraph {i} says something about subject{i}.\n\n"))
         .collect();
     let input = fx.write(
         "records.jsonl",
@@ -430,6 +430,22 @@ fn a_records_vector_goes_with_one_fragment_not_every_one() {
     let ids: Vec<&str> = r.hits.iter().map(|h| h.id.as_str()).collect();
     assert_eq!(ids, ["long", "short"]);
     assert_eq!(vector_report(&r).2, 2, "one vector hit per record");
+
+    // MMR still compares the records by their vectors when a hit's best fragment is not the
+    // one holding the vector: here the query word picks one of `long`'s later fragments
+    // above its first (second in the dense list).
+    let mut mmr = settings.clone();
+    mmr.refine.mmr = true;
+    let r = finder
+        .search_with_vector("subject11", Some(&[0.5, 1.0, 0.0]), &mmr, 0, 10)
+        .unwrap();
+    assert_eq!(r.hits[0].id, "long", "{r:?}");
+    assert_ne!(r.hits[0].explain.parts[0].fragment, 0, "{r:?}");
+    let similarity = r.hits[1].explain.refinements.iter().find_map(|x| match x {
+        finder_core::Refinement::Mmr(m) => Some(m.similarity),
+        _ => None,
+    });
+    assert_eq!(similarity, Some(finder_core::Similarity::Cosine), "{r:?}");
 }
 
 #[test]
