@@ -42,6 +42,17 @@ pub struct FragmentDoc {
     pub extent: Extent,
 }
 
+/// The ordinal of the fragment that carries a record's given vector, in every store: the first
+/// with text (textless fragments get no vector). A record's vector describes the whole record,
+/// so it goes with one fragment: copied onto each, a long record would fill the dense list with
+/// copies and gain the rollup's bonus for each.
+pub fn vector_home(fragments: &[FragmentDoc]) -> Option<u32> {
+    fragments
+        .iter()
+        .find(|f| !f.text.trim().is_empty())
+        .map(|f| f.ordinal)
+}
+
 /// A piece of input that could not be used, with its place (`file:line`) and the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {

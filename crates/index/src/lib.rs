@@ -23,7 +23,7 @@ mod vector;
 mod writer;
 
 pub use analyzer::looks_like_identifier;
-pub use document::{FragmentDoc, Problem, SourceDoc};
+pub use document::{vector_home, FragmentDoc, Problem, SourceDoc};
 pub use engine::{
     like_request, load_settings, query_settings, Finder, GraphStatus, Status, CONFIG_FILE,
 };

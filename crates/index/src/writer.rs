@@ -349,13 +349,7 @@ fn add_source(
     } else {
         &source.fragments[..]
     };
-    // A record's given vector describes the whole record: it goes with one fragment, the first
-    // with text (the vector build skips textless ones). Copied onto every fragment, a long
-    // record would fill the dense list with copies and gain the rollup's bonus for each.
-    let vector_home = fragments
-        .iter()
-        .find(|f| !f.text.trim().is_empty())
-        .map(|f| f.ordinal);
+    let vector_home = crate::document::vector_home(fragments);
     for fragment in fragments {
         let first = fragment.ordinal == 0;
         let mut indexed = String::new();

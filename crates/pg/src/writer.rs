@@ -496,18 +496,12 @@ fn write_batch(
             .iter()
             .zip(&stored)
             .map(|((_, s), fragments)| {
-                // As in the embedded index, the record's vector goes with its first fragment
-                // that has text, and with no other (copies would fill the dense list).
+                // The record's vector goes with one fragment, as in the embedded index.
+                let home = finder_index::vector_home(fragments);
                 let mut v = dim.and(s.vector.as_ref()).map(|v| vector_text(v));
                 fragments
                     .iter()
-                    .map(|f| {
-                        if f.text.trim().is_empty() {
-                            None
-                        } else {
-                            v.take()
-                        }
-                    })
+                    .map(|f| v.take_if(|_| home == Some(f.ordinal)))
                     .collect()
             })
             .collect(),
