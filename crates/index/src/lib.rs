@@ -37,6 +37,12 @@ pub use vector::{
 };
 pub use writer::{index_inputs, Progress, RunReport};
 
+/// Threads for work shared out over the cores (HNSW batches, mention scans): the available
+/// parallelism, at most 8.
+pub(crate) fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
 fn store_error(dir: &std::path::Path, source: tantivy::TantivyError) -> IndexError {
     IndexError::Storage {
         path: dir.to_path_buf(),

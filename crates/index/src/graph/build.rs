@@ -514,9 +514,12 @@ fn extract(sources: &[GraphSource], g: &GraphSettings, built_from: u64) -> Graph
             .iter()
             .enumerate()
             .map(|(i, (_, aliases))| (i as u32, aliases.iter().map(String::as_str)));
-        if let Ok(matcher) =
-            MentionMatcher::build_with_corpus(indexed, &config, bodies.iter().copied())
-        {
+        // `build_with_corpus` over the bodies already gathered (it would gather them again)
+        let matcher = MentionMatcher::build(indexed, &config).and_then(|m| {
+            let counts = m.count_all(&bodies);
+            m.apply_df_cap(&counts)
+        });
+        if let Ok(matcher) = matcher {
             // Bodies in fragment-node order: the scan runs on every core, the edges follow
             // in order.
             for (frag, mentions) in matcher.mentions_all(&bodies).into_iter().enumerate() {

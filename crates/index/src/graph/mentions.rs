@@ -196,12 +196,11 @@ impl DfCounts {
     }
 }
 
-/// `f` over contiguous shares of `items`, one per core (at most 8), results in the items'
+/// `f` over contiguous shares of `items`, one per core ([`crate::cores`]), results in the items'
 /// order; one share, on this thread, when there are few items or one core.
 fn on_every_core<T: Sync, R: Send>(items: &[T], f: impl Fn(&[T]) -> R + Sync) -> Vec<R> {
     const MIN_SHARE: usize = 1024;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-    let threads = cores.min(items.len() / MIN_SHARE).max(1);
+    let threads = crate::cores().min(items.len() / MIN_SHARE).max(1);
     if threads == 1 {
         return vec![f(items)];
     }

@@ -268,8 +268,7 @@ impl Hnsw {
     /// # Panics
     /// As [`Hnsw::insert`].
     pub fn insert_batch(&mut self, items: &[(u64, &[f32])]) {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-        self.insert_batch_on(items, threads);
+        self.insert_batch_on(items, crate::cores());
     }
 
     fn insert_batch_on(&mut self, items: &[(u64, &[f32])], threads: usize) {
@@ -563,8 +562,8 @@ impl Hnsw {
     }
 
     /// A new index holding only the live vectors, built afresh with the same parameters and
-    /// seed (in row order, on every core, so the result is deterministic). It costs as much as building
-    /// from scratch; the graph is not patched in place because removing a waypoint would
+    /// seed (in row order, on every core, so the result is deterministic). It costs as much as
+    /// building from scratch; the graph is not patched in place because removing a waypoint would
     /// leave its neighbours with holes that only a rebuild repairs well.
     pub fn compact(&self) -> Hnsw {
         let mut out = Hnsw::new(self.dim, self.params);
@@ -813,8 +812,7 @@ impl Hnsw {
 
     #[inline]
     fn vector(&self, row: u32) -> &[f32] {
-        let start = row as usize * self.dim;
-        &self.vectors[start..start + self.dim]
+        row_vector((&self.vectors, self.dim), row)
     }
 
     fn check_query(&self, query: &[f32]) {
