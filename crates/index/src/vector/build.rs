@@ -174,11 +174,13 @@ pub fn build_vectors(
                     removed += 1;
                 }
             }
-            let changed: Vec<u64> = have
+            let mut changed: Vec<u64> = have
                 .iter()
                 .filter(|(key, (hash, _))| old_hashes.get(key) != Some(hash))
                 .map(|(key, _)| *key)
                 .collect();
+            // in key order, not the map's: the same update gives the same graph
+            changed.sort_unstable();
             insert_all(&mut g, &mut have, changed, progress);
             if g.tombstones() > g.len() / 4 {
                 g.compact()

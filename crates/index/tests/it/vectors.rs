@@ -229,6 +229,37 @@ fn edits_and_model_changes_redo_only_what_changed() {
     assert_eq!(fx.open().status().unwrap().committed_at, before);
 }
 
+/// An update inserts the changed vectors in key order, so the same change gives the same graph.
+#[test]
+fn the_same_update_gives_the_same_graph() {
+    let graph_after_update = || {
+        let fx = Fixture::new();
+        let input = corpus(&fx, 40);
+        fx.index(&[&input], &Settings::default());
+        let dir = fx.index_dir();
+        build_vectors(&dir, &small_batches(), &BagOfWords::new("bow"), &mut |_| {}).unwrap();
+        let text = std::fs::read_to_string(&input).unwrap();
+        let lines: Vec<String> = text
+            .lines()
+            .enumerate()
+            .map(|(i, line)| {
+                if i % 4 == 0 {
+                    record(&format!("r{i:03}"), "Edited", &format!("changed words {i}"))
+                } else {
+                    line.to_string()
+                }
+            })
+            .collect();
+        std::fs::write(&input, lines.join("\n")).unwrap();
+        fx.index(&[&input], &Settings::default());
+        let update =
+            build_vectors(&dir, &small_batches(), &BagOfWords::new("bow"), &mut |_| {}).unwrap();
+        assert_eq!(update.embedded, 10);
+        std::fs::read(dir.join("vectors").join("ann.bin")).unwrap()
+    };
+    assert!(graph_after_update() == graph_after_update());
+}
+
 #[test]
 fn every_semantic_failure_degrades_to_lexical() {
     let fx = Fixture::new();
