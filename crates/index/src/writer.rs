@@ -13,11 +13,12 @@ use finder_core::Settings;
 use tantivy::collector::DocSetCollector;
 use tantivy::query::TermQuery;
 use tantivy::schema::{IndexRecordOption, Value};
-use tantivy::{doc, Index, IndexWriter, TantivyDocument, Term};
+use tantivy::{doc, Index, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use crate::document::{Problem, SourceDoc};
 use crate::error::{IndexError, Result};
 use crate::keys::{fragment_key, source_key};
+use crate::pread::PreadDirectory;
 use crate::record::{CommitInfo, FragmentRecord, RunCounts, SourceRecord, FORMAT};
 use crate::schema::{build_schema, register_analyzers, resolve, Fields};
 use crate::{ingest, store_error};
@@ -269,6 +270,7 @@ pub fn index_inputs(
     prepared.set_payload(&serde_json::to_string(&new_info).expect("commit info serialises"));
     prepared.commit().map_err(err)?;
     writer.wait_merging_threads().map_err(err)?;
+    crate::release_free_memory();
 
     // The graph is derived from the committed snapshot; it is redone when anything changed or
     // when it is missing. A failure here leaves the commit standing and is reported.
@@ -285,6 +287,7 @@ pub fn index_inputs(
                 source_id: None,
             }),
         }
+        crate::release_free_memory();
     }
     Ok(report)
 }
@@ -419,20 +422,31 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
 }
 
 /// Calls `f` with every live stored document of the last commit (the derived layers —
-/// vectors, graph — are built from this walk).
+/// vectors, graph — are built from this walk). The store is read with positioned reads,
+/// not through memory maps ([`crate::pread`]), so a walk over a large index does not leave
+/// the whole store resident in the process.
 pub(crate) fn for_each_stored(
     dir: &Path,
-    index: &Index,
     f: &mut dyn FnMut(&TantivyDocument) -> Result<()>,
 ) -> Result<()> {
-    let reader = index.reader().map_err(|e| store_error(dir, e))?;
+    let err = |e| store_error(dir, e);
+    let path = dir.join(LEXICAL_DIR);
+    if !path.join("meta.json").exists() {
+        return Ok(());
+    }
+    let index = Index::open(PreadDirectory::open(&path).map_err(err)?).map_err(err)?;
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()
+        .map_err(err)?;
     let searcher = reader.searcher();
     for segment in searcher.segment_readers() {
         let store = segment
             .get_store_reader(64)
             .map_err(|e| store_error(dir, e.into()))?;
         for doc_id in segment.doc_ids_alive() {
-            let doc: TantivyDocument = store.get(doc_id).map_err(|e| store_error(dir, e))?;
+            let doc: TantivyDocument = store.get(doc_id).map_err(err)?;
             f(&doc)?;
         }
     }

@@ -266,7 +266,7 @@ pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
     let info = commit_info(&index, dir)?;
     let built_from = info.as_ref().map_or(0, |i| i.committed_at);
     let generation = info.as_ref().map_or(0, |i| i.generation);
-    let sources = read_sources(dir, &index, fields)?;
+    let sources = read_sources(dir, fields)?;
     let file = extract(&sources, g, built_from);
     let mut report = report_of(&file);
     std::fs::create_dir_all(&gdir).map_err(io(&gdir))?;
@@ -306,9 +306,9 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Every live source with its fragments (in ordinal order), sorted by id.
-fn read_sources(dir: &Path, index: &tantivy::Index, fields: Fields) -> Result<Vec<GraphSource>> {
+fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
     let mut by_id: HashMap<String, GraphSource> = HashMap::new();
-    for_each_stored(dir, index, &mut |doc| {
+    for_each_stored(dir, &mut |doc| {
         let text = |f| doc.get_first(f).and_then(|v| v.as_str()).unwrap_or("");
         let id = text(fields.source_id).to_string();
         let key = doc

@@ -16,6 +16,7 @@ use serde::Serialize;
 use tantivy::schema::Value;
 
 use super::ann::{Hnsw, HnswParams};
+use super::rows::Rows;
 use super::search::{read_state, VectorState, ANN_FILE, LOG_FILE};
 use super::{log, VECTOR_DIR};
 use crate::error::{IndexError, Result};
@@ -74,114 +75,134 @@ pub fn build_vectors(
 
     let precomputed = settings.embed.backend == finder_core::EmbedBackend::Precomputed;
     // Precomputed vectors were stored with the fragments: nothing to embed, only to check.
-    let (fragments, mut given) = embed_texts(dir, settings, precomputed)?;
+    let (fragments, given) = embed_texts(dir, settings, precomputed, dim)?;
     let log_path = vdir.join(LOG_FILE);
     let existing = log::read(&log_path, &model_id, dim).map_err(io_err(&log_path))?;
     let (mut have, valid_len) = match existing {
         Some(c) => (c.vectors, Some(c.valid_len)),
         None => (HashMap::new(), None),
     };
-    let mut todo: Vec<&(u64, u64, String)> = fragments
-        .iter()
-        .filter(|(key, hash, _)| have.get(key).is_none_or(|(h, _)| h != hash))
-        .collect();
-    if precomputed {
-        todo.retain(|(key, _, _)| given.contains_key(key));
-    }
-    // Similar lengths in a batch waste less on padding.
-    todo.sort_by_key(|(_, _, text)| text.len());
-    let reused = fragments.len() - todo.len();
+    let missing = |key: u64, hash: u64| have.get(&key).is_none_or(|(h, _)| *h != hash);
 
     let mut writer =
         log::LogWriter::open(&log_path, &model_id, dim, valid_len).map_err(io_err(&log_path))?;
     let mut last_sync = Instant::now();
     let batch = settings.embed.batch_size.max(1);
-    let total = todo.len();
+    // The vectors this build adds, one row each, in key order once complete.
+    let mut fresh = if precomputed {
+        let mut rows = given;
+        rows.retain(missing);
+        rows.normalize();
+        rows
+    } else {
+        Rows::with_capacity(dim, 0)
+    };
+    let total = if precomputed {
+        fresh.len()
+    } else {
+        fragments.iter().filter(|(k, h, _)| missing(*k, *h)).count()
+    };
     progress(VectorProgress::Embedding { done: 0, total });
-    for (i, chunk) in todo.chunks(batch).enumerate() {
-        let vectors = if precomputed {
-            chunk
-                .iter()
-                .map(|(key, _, _)| unit(given.remove(key).unwrap_or_default()))
-                .collect()
-        } else {
-            let texts: Vec<&str> = chunk.iter().map(|(_, _, t)| t.as_str()).collect();
-            embedder
-                .embed(&texts)
-                .map_err(|reason| IndexError::Embedding { reason })?
-        };
-        for ((key, hash, _), v) in chunk.iter().zip(vectors) {
-            if v.len() != dim {
-                let reason = if precomputed {
-                    format!(
-                        "fragment {key:016x}: its record's `vector` has {} numbers; embed.dim is {dim}",
-                        v.len()
-                    )
-                } else {
-                    format!("model returned {} dimensions, expected {dim}", v.len())
-                };
-                return Err(IndexError::Embedding { reason });
+    if precomputed {
+        for start in (0..total).step_by(batch) {
+            let end = (start + batch).min(total);
+            for i in start..end {
+                let (key, hash) = (fresh.keys[i], fresh.hashes[i]);
+                writer
+                    .append(key, hash, fresh.row(i))
+                    .map_err(io_err(&log_path))?;
             }
-            writer.append(*key, *hash, &v).map_err(io_err(&log_path))?;
-            have.insert(*key, (*hash, v));
+            if last_sync.elapsed() > SYNC_EVERY {
+                writer.sync().map_err(io_err(&log_path))?;
+                last_sync = Instant::now();
+            }
+            progress(VectorProgress::Embedding { done: end, total });
         }
-        if last_sync.elapsed() > SYNC_EVERY {
-            writer.sync().map_err(io_err(&log_path))?;
-            last_sync = Instant::now();
+    } else {
+        let mut todo: Vec<&(u64, u64, String)> = fragments
+            .iter()
+            .filter(|(key, hash, _)| missing(*key, *hash))
+            .collect();
+        // Similar lengths in a batch waste less on padding.
+        todo.sort_by_key(|(_, _, text)| text.len());
+        fresh = Rows::with_capacity(dim, todo.len());
+        for (i, chunk) in todo.chunks(batch).enumerate() {
+            let texts: Vec<&str> = chunk.iter().map(|(_, _, t)| t.as_str()).collect();
+            let vectors = embedder
+                .embed(&texts)
+                .map_err(|reason| IndexError::Embedding { reason })?;
+            for ((key, hash, _), v) in chunk.iter().zip(vectors) {
+                if v.len() != dim {
+                    let reason = format!("model returned {} dimensions, expected {dim}", v.len());
+                    return Err(IndexError::Embedding { reason });
+                }
+                writer.append(*key, *hash, &v).map_err(io_err(&log_path))?;
+                fresh.push(*key, *hash, &v);
+            }
+            if last_sync.elapsed() > SYNC_EVERY {
+                writer.sync().map_err(io_err(&log_path))?;
+                last_sync = Instant::now();
+            }
+            let done = ((i + 1) * batch).min(total);
+            progress(VectorProgress::Embedding { done, total });
         }
-        let done = ((i + 1) * batch).min(total);
-        progress(VectorProgress::Embedding { done, total });
+        fresh.sort_by_key();
     }
     writer.sync().map_err(io_err(&log_path))?;
     drop(writer);
+    let embedded = fresh.len();
+    let reused = fragments.len() - embedded;
 
-    // The live set: every current fragment with its current vector.
+    // The live set: every current fragment with its current vector, from the log (`have`,
+    // what this build reused) or from this build (`fresh`).
     let live: HashMap<u64, u64> = fragments.iter().map(|(k, h, _)| (*k, *h)).collect();
-    let stale = have.len() - have.keys().filter(|k| live.contains_key(k)).count();
-    have.retain(|k, _| live.contains_key(k));
-    if stale > have.len() / 5 {
-        let mut entries: Vec<(&u64, &(u64, Vec<f32>))> = have.iter().collect();
-        entries.sort_by_key(|(k, _)| **k);
-        log::rewrite(
-            &log_path,
-            &model_id,
-            dim,
-            entries
-                .into_iter()
-                .map(|(k, (h, v))| (*k, *h, v.as_slice())),
-        )
-        .map_err(io_err(&log_path))?;
+    let logged = have.len();
+    have.retain(|k, (h, _)| live.get(k) == Some(h));
+    let stale = logged - have.len();
+    if stale > (have.len() + fresh.len()) / 5 {
+        let mut entries: Vec<(u64, u64, &[f32])> = have
+            .iter()
+            .map(|(k, (h, v))| (*k, *h, v.as_slice()))
+            .chain((0..fresh.len()).map(|i| (fresh.keys[i], fresh.hashes[i], fresh.row(i))))
+            .collect();
+        entries.sort_by_key(|(k, _, _)| *k);
+        log::rewrite(&log_path, &model_id, dim, entries.into_iter()).map_err(io_err(&log_path))?;
     }
 
-    let hashes: HashMap<u64, u64> = have.iter().map(|(k, (h, _))| (*k, *h)).collect();
-    // Update the previous graph when it was built by this model; otherwise start over. Each
-    // vector moves out of `have` as the graph takes its copy, so they are held once, not twice.
+    let mut hashes: HashMap<u64, u64> = have.iter().map(|(k, (h, _))| (*k, *h)).collect();
+    hashes.extend(fresh.keys.iter().copied().zip(fresh.hashes.iter().copied()));
+    // Update the previous graph when it was built by this model; otherwise start over.
     let previous = read_state(&vdir)
         .ok()
         .flatten()
         .filter(|s| s.model_id == model_id && s.dim == dim);
-    let mut graph = match previous {
+    let previous = match previous {
         Some(state) => super::search::read_ann(&vdir)
             .ok()
             .map(|g| (g, state.hashes)),
         None => None,
     };
     let mut removed = 0;
-    let graph = match graph.take() {
+    let graph = match previous {
         Some((mut g, old_hashes)) => {
             for (key, old_hash) in &old_hashes {
                 if live.get(key) != Some(old_hash) && g.remove(*key) {
                     removed += 1;
                 }
             }
-            let mut changed: Vec<u64> = have
+            // in key order, not the map's: the same update gives the same graph
+            let mut changed: Vec<(u64, &[f32])> = have
                 .iter()
                 .filter(|(key, (hash, _))| old_hashes.get(key) != Some(hash))
-                .map(|(key, _)| *key)
+                .map(|(key, (_, v))| (*key, v.as_slice()))
+                .chain(
+                    (0..fresh.len())
+                        .filter(|&i| old_hashes.get(&fresh.keys[i]) != Some(&fresh.hashes[i]))
+                        .map(|i| (fresh.keys[i], fresh.row(i))),
+                )
                 .collect();
-            // in key order, not the map's: the same update gives the same graph
-            changed.sort_unstable();
-            insert_all(&mut g, &mut have, changed, progress);
+            changed.sort_unstable_by_key(|(key, _)| *key);
+            insert_all(&mut g, &changed, progress);
             if g.tombstones() > g.len() / 4 {
                 g.compact()
             } else {
@@ -189,14 +210,33 @@ pub fn build_vectors(
             }
         }
         None => {
-            let mut g = Hnsw::new(dim, HnswParams::default());
-            let mut keys: Vec<u64> = have.keys().copied().collect();
-            keys.sort_unstable();
-            g.reserve(keys.len());
-            insert_all(&mut g, &mut have, keys, progress);
-            g
+            // One array for every live vector, in key order, handed to the graph as its own:
+            // the vectors are held once.
+            let mut rows = fresh;
+            rows.data.reserve_exact(have.len() * dim);
+            for (key, (hash, v)) in have.drain() {
+                rows.push(key, hash, &v);
+            }
+            rows.sort_by_key();
+            let total = rows.len();
+            progress(VectorProgress::Graph { done: 0, total });
+            let mut reported = 0;
+            Hnsw::from_rows(
+                dim,
+                HnswParams::default(),
+                rows.keys,
+                rows.data,
+                &mut |done| {
+                    if done >= reported + GRAPH_PROGRESS_EVERY || done == total {
+                        reported = done;
+                        progress(VectorProgress::Graph { done, total });
+                    }
+                },
+            )
         }
     };
+    drop(have);
+    crate::release_free_memory();
 
     let ann_path = vdir.join(ANN_FILE);
     let tmp = vdir.join("ann.bin.tmp");
@@ -224,7 +264,7 @@ pub fn build_vectors(
     super::search::write_state(&vdir, &state)?;
     Ok(VectorReport {
         model_id,
-        embedded: todo.len(),
+        embedded,
         reused,
         removed,
         total: graph.len(),
@@ -232,54 +272,42 @@ pub fn build_vectors(
     })
 }
 
-/// Moves the vectors of `keys` out of `have` into the graph, in order and a slice at a time
-/// (each slice built on every core, [`Hnsw::insert_batch`]), so each vector is held once;
-/// reports after every slice of [`GRAPH_PROGRESS_EVERY`].
-fn insert_all(
-    graph: &mut Hnsw,
-    have: &mut HashMap<u64, (u64, Vec<f32>)>,
-    keys: Vec<u64>,
-    progress: &mut dyn FnMut(VectorProgress),
-) {
-    let total = keys.len();
+/// Inserts `items` into the graph in order, a slice at a time (each slice built on every
+/// core, [`Hnsw::insert_batch`]); reports after every slice of [`GRAPH_PROGRESS_EVERY`].
+fn insert_all(graph: &mut Hnsw, items: &[(u64, &[f32])], progress: &mut dyn FnMut(VectorProgress)) {
+    let total = items.len();
     progress(VectorProgress::Graph { done: 0, total });
     let mut done = 0;
-    for slice in keys.chunks(GRAPH_PROGRESS_EVERY) {
-        let owned: Vec<(u64, Vec<f32>)> = slice
-            .iter()
-            .filter_map(|key| have.remove(key).map(|(_, v)| (*key, v)))
-            .collect();
-        let items: Vec<(u64, &[f32])> = owned.iter().map(|(k, v)| (*k, v.as_slice())).collect();
-        graph.insert_batch(&items);
+    for slice in items.chunks(GRAPH_PROGRESS_EVERY) {
+        graph.insert_batch(slice);
         done += slice.len();
         progress(VectorProgress::Graph { done, total });
     }
-    if total == 0 {
-        progress(VectorProgress::Graph { done: 0, total });
-    }
 }
 
-/// Every live fragment of the lexical index: `(fragment key, text hash, text to embed)`.
-/// The text is the source title, the heading and the fragment, as the lexical field has it.
-/// With precomputed vectors the hash is the vector's, so a changed vector is rebuilt, and the
-/// stored vectors come back by fragment key from the same walk.
-type Texts = (Vec<(u64, u64, String)>, HashMap<u64, Vec<f32>>);
+/// Every live fragment of the lexical index: `(fragment key, text hash, text to embed)`, in
+/// key order. The text is the source title, a newline and the fragment. With precomputed
+/// vectors the text is left empty (never embedded; a gigabyte at a million fragments), the
+/// hash is the vector's, so a changed vector is rebuilt, and the stored vectors come back
+/// from the same walk as rows.
+type Texts = (Vec<(u64, u64, String)>, Rows);
 
-fn embed_texts(dir: &Path, settings: &Settings, precomputed: bool) -> Result<Texts> {
+fn embed_texts(dir: &Path, settings: &Settings, precomputed: bool, dim: usize) -> Result<Texts> {
     let (index, fields) = open_or_create(dir, settings)?;
-    let titles: HashMap<String, String> = load_catalog(&index, fields, dir)?
-        .into_iter()
-        .map(|(id, r)| (id, r.envelope.title))
-        .collect();
+    let titles: HashMap<String, String> = if precomputed {
+        HashMap::new()
+    } else {
+        load_catalog(&index, fields, dir)?
+            .into_iter()
+            .map(|(id, r)| (id, r.envelope.title))
+            .collect()
+    };
+    drop(index);
     let mut out = Vec::new();
-    let mut vectors = HashMap::new();
-    for_each_stored(dir, &index, &mut |doc| {
-        let text = |f| {
-            doc.get_first(f)
-                .and_then(|v| v.as_str())
-                .unwrap_or("")
-                .to_string()
-        };
+    let mut vectors = Rows::with_capacity(dim, 0);
+    let mut row = Vec::with_capacity(dim);
+    for_each_stored(dir, &mut |doc| {
+        let text = |f| doc.get_first(f).and_then(|v| v.as_str()).unwrap_or("");
         let body = text(fields.body);
         if body.trim().is_empty() {
             return Ok(());
@@ -288,30 +316,37 @@ fn embed_texts(dir: &Path, settings: &Settings, precomputed: bool) -> Result<Tex
             .get_first(fields.fragment_key)
             .and_then(|v| v.as_u64())
             .unwrap_or(0);
-        let title = titles
-            .get(&text(fields.source_id))
-            .map_or("", String::as_str);
-        // With precomputed vectors the text is never embedded: not kept (a gigabyte at 1M).
-        let embed = if precomputed {
-            String::new()
-        } else {
-            fragment_text_to_embed(title, &body)
+        if !precomputed {
+            let title = titles
+                .get(text(fields.source_id))
+                .map_or("", String::as_str);
+            let embed = fragment_text_to_embed(title, body);
+            out.push((key, text_hash(&embed), embed));
+            return Ok(());
+        }
+        let Some(bytes) = fields
+            .vector
+            .and_then(|field| doc.get_first(field))
+            .and_then(|v| v.as_bytes())
+        else {
+            return Ok(());
         };
-        let hash = match (precomputed, fields.vector) {
-            (true, Some(field)) => match doc.get_first(field).and_then(|v| v.as_bytes()) {
-                Some(bytes) => {
-                    let vector = bytes
-                        .chunks_exact(4)
-                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                        .collect();
-                    vectors.insert(key, vector);
-                    blake3_u64(bytes)
-                }
-                None => return Ok(()),
-            },
-            _ => text_hash(&embed),
-        };
-        out.push((key, hash, embed));
+        if bytes.len() != dim * 4 {
+            let reason = format!(
+                "fragment {key:016x}: its record's `vector` has {} numbers; embed.dim is {dim}",
+                bytes.len() / 4
+            );
+            return Err(IndexError::Embedding { reason });
+        }
+        row.clear();
+        row.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        );
+        let hash = blake3_u64(bytes);
+        vectors.push(key, hash, &row);
+        out.push((key, hash, String::new()));
         Ok(())
     })?;
     out.sort_by_key(|(k, _, _)| *k);

@@ -9,6 +9,7 @@ pub(crate) mod ann;
 mod build;
 pub(crate) mod distance;
 mod log;
+mod rows;
 mod search;
 
 pub(crate) use build::unit;

@@ -1,0 +1,172 @@
+//! A read-only view of a tantivy index folder that reads its files with positioned reads
+//! instead of memory maps, for the build-time walks over the whole document store.
+//!
+//! A walk through a memory-mapped store leaves every page it touched mapped into the process
+//! until the map goes: at a million fragments with their vectors that is gigabytes of resident
+//! file pages on top of the build's heap, all at once. Read with `pread`, the pages stay in the
+//! kernel's page cache, shared and reclaimable, and the process holds only the block it is
+//! decompressing. Queries keep the memory-mapped directory: they touch a few blocks each.
+
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWriteError};
+use tantivy::directory::{
+    Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, OwnedBytes, WatchCallback,
+    WatchHandle, WritePtr,
+};
+use tantivy::HasLen;
+
+/// [`MmapDirectory`] for everything but reading a file's bytes, which goes through
+/// [`PreadFile`].
+#[derive(Debug, Clone)]
+pub(crate) struct PreadDirectory {
+    root: PathBuf,
+    inner: MmapDirectory,
+}
+
+impl PreadDirectory {
+    pub(crate) fn open(root: &Path) -> Result<PreadDirectory, tantivy::TantivyError> {
+        Ok(PreadDirectory {
+            root: root.to_path_buf(),
+            inner: MmapDirectory::open(root)?,
+        })
+    }
+}
+
+/// One file, read at an offset on each request.
+#[derive(Debug)]
+struct PreadFile {
+    file: File,
+    len: usize,
+}
+
+impl HasLen for PreadFile {
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl FileHandle for PreadFile {
+    fn read_bytes(&self, range: Range<usize>) -> io::Result<OwnedBytes> {
+        let mut buf = vec![0u8; range.len()];
+        read_exact_at(&self.file, &mut buf, range.start as u64)?;
+        Ok(OwnedBytes::new(buf))
+    }
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, buf, offset) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+impl Directory for PreadDirectory {
+    fn get_file_handle(&self, path: &Path) -> Result<Arc<dyn FileHandle>, OpenReadError> {
+        let full = self.root.join(path);
+        let wrap = |e: io::Error| match e.kind() {
+            io::ErrorKind::NotFound => OpenReadError::FileDoesNotExist(path.to_path_buf()),
+            _ => OpenReadError::wrap_io_error(e, path.to_path_buf()),
+        };
+        let file = File::open(&full).map_err(wrap)?;
+        let len = file.metadata().map_err(wrap)?.len() as usize;
+        Ok(Arc::new(PreadFile { file, len }))
+    }
+
+    fn delete(&self, path: &Path) -> Result<(), DeleteError> {
+        self.inner.delete(path)
+    }
+
+    fn exists(&self, path: &Path) -> Result<bool, OpenReadError> {
+        self.inner.exists(path)
+    }
+
+    fn open_write(&self, path: &Path) -> Result<WritePtr, OpenWriteError> {
+        self.inner.open_write(path)
+    }
+
+    fn atomic_read(&self, path: &Path) -> Result<Vec<u8>, OpenReadError> {
+        self.inner.atomic_read(path)
+    }
+
+    fn atomic_write(&self, path: &Path, data: &[u8]) -> io::Result<()> {
+        self.inner.atomic_write(path, data)
+    }
+
+    fn sync_directory(&self) -> io::Result<()> {
+        self.inner.sync_directory()
+    }
+
+    fn acquire_lock(&self, lock: &Lock) -> Result<DirectoryLock, LockError> {
+        self.inner.acquire_lock(lock)
+    }
+
+    fn watch(&self, watch_callback: WatchCallback) -> tantivy::Result<WatchHandle> {
+        self.inner.watch(watch_callback)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tantivy::schema::{Schema, Value, STORED, TEXT};
+    use tantivy::{doc, Index, TantivyDocument};
+
+    #[test]
+    fn reads_what_the_memory_mapped_directory_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut builder = Schema::builder();
+        let body = builder.add_text_field("body", TEXT | STORED);
+        let index = Index::create_in_dir(dir.path(), builder.build()).unwrap();
+        let mut writer = index.writer_with_num_threads(1, 15_000_000).unwrap();
+        let texts: Vec<String> = (0..500)
+            .map(|i| format!("fragment {i} {}", "x".repeat(i)))
+            .collect();
+        for t in &texts {
+            writer.add_document(doc!(body => t.as_str())).unwrap();
+        }
+        writer.commit().unwrap();
+
+        let pread = Index::open(PreadDirectory::open(dir.path()).unwrap()).unwrap();
+        let searcher = pread.reader().unwrap().searcher();
+        let mut read = Vec::new();
+        for segment in searcher.segment_readers() {
+            let store = segment.get_store_reader(4).unwrap();
+            for id in segment.doc_ids_alive() {
+                let d: TantivyDocument = store.get(id).unwrap();
+                read.push(
+                    d.get_first(body)
+                        .and_then(|v| v.as_str())
+                        .unwrap()
+                        .to_string(),
+                );
+            }
+        }
+        read.sort();
+        let mut want = texts.clone();
+        want.sort();
+        assert_eq!(read, want);
+        let missing = PreadDirectory::open(dir.path())
+            .unwrap()
+            .get_file_handle(Path::new("no-such-file"));
+        assert!(matches!(missing, Err(OpenReadError::FileDoesNotExist(_))));
+    }
+}
