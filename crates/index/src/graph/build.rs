@@ -97,7 +97,8 @@ pub struct GraphReport {
     pub seconds: f64,
 }
 
-/// One fragment of a [`GraphSource`]: its key, place in the source and indexed text.
+/// One fragment of a [`GraphSource`]: its key, place in the source and indexed text (the
+/// embedded index's build leaves the text empty and reads it from the store for each pass).
 #[derive(Debug, Clone)]
 pub struct GraphFragment {
     pub key: u64,
@@ -173,7 +174,9 @@ impl GraphData {
         for s in &mut sources {
             s.fragments.sort_by_key(|f| f.ordinal);
         }
-        GraphData(extract(&sources, g, built_from))
+        let file = extract(&sources, &InMemory(&sources), g, built_from)
+            .expect("texts held in memory are always readable");
+        GraphData(file)
     }
 
     /// Fragments, entities, edges by kind, links.
@@ -266,8 +269,19 @@ pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
     let info = commit_info(&index, dir)?;
     let built_from = info.as_ref().map_or(0, |i| i.committed_at);
     let generation = info.as_ref().map_or(0, |i| i.generation);
+    drop(index);
     let sources = read_sources(dir, fields)?;
-    let file = extract(&sources, g, built_from);
+    let texts = Stored {
+        dir,
+        fields,
+        nodes: sources
+            .iter()
+            .flat_map(|s| s.fragments.iter().map(|f| f.key))
+            .zip(0u32..)
+            .collect(),
+    };
+    let file = extract(&sources, &texts, g, built_from)?;
+    drop((sources, texts));
     let mut report = report_of(&file);
     std::fs::create_dir_all(&gdir).map_err(io(&gdir))?;
     let path = gdir.join(GRAPH_FILE);
@@ -305,7 +319,8 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
-/// Every live source with its fragments (in ordinal order), sorted by id.
+/// Every live source with its fragments (in ordinal order, without their texts: see
+/// [`Stored`]), sorted by id.
 fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
     let mut by_id: HashMap<String, GraphSource> = HashMap::new();
     for_each_stored(dir, &mut |doc| {
@@ -335,11 +350,10 @@ fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
             entry.fragments = fragments;
         }
         // A source without text still gets a node: links can point at it.
-        let body = text(fields.body);
         entry.fragments.push(GraphFragment {
             key,
             ordinal,
-            body: body.to_string(),
+            body: String::new(),
         });
         Ok(())
     })?;
@@ -349,6 +363,84 @@ fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
         s.fragments.sort_by_key(|f| f.ordinal);
     }
     Ok(sources)
+}
+
+/// Fragments per share of a pass over the texts.
+const TEXT_SHARE: usize = 32 * 1024;
+
+/// The fragment texts of a graph build, read once per pass (links and tags, mention counts,
+/// mentions): from the sources themselves (PostgreSQL's build holds them) or again from the
+/// store each time (the embedded index: a million texts are a gigabyte not held).
+trait Texts {
+    /// Calls `f` with every fragment's node and text, in shares of at most [`TEXT_SHARE`],
+    /// in any order.
+    fn shares(&self, f: &mut dyn FnMut(&[(u32, &str)])) -> Result<()>;
+}
+
+/// The texts in the sources' fragments, in node order.
+struct InMemory<'a>(&'a [GraphSource]);
+
+impl Texts for InMemory<'_> {
+    fn shares(&self, f: &mut dyn FnMut(&[(u32, &str)])) -> Result<()> {
+        let mut share = Vec::with_capacity(TEXT_SHARE.min(1024));
+        let bodies = self.0.iter().flat_map(|s| &s.fragments);
+        for (node, fragment) in (0u32..).zip(bodies) {
+            share.push((node, fragment.body.as_str()));
+            if share.len() == TEXT_SHARE {
+                f(&share);
+                share.clear();
+            }
+        }
+        if !share.is_empty() {
+            f(&share);
+        }
+        Ok(())
+    }
+}
+
+/// The texts read from the embedded index's store, in its order, each fragment under its
+/// node.
+struct Stored<'a> {
+    dir: &'a Path,
+    fields: Fields,
+    nodes: HashMap<u64, u32>,
+}
+
+impl Texts for Stored<'_> {
+    fn shares(&self, f: &mut dyn FnMut(&[(u32, &str)])) -> Result<()> {
+        let mut owned: Vec<(u32, String)> = Vec::with_capacity(TEXT_SHARE);
+        let mut flush = |owned: &mut Vec<(u32, String)>| {
+            let share: Vec<(u32, &str)> = owned.iter().map(|(n, t)| (*n, t.as_str())).collect();
+            f(&share);
+            owned.clear();
+        };
+        for_each_stored(self.dir, &mut |doc| {
+            let key = doc
+                .get_first(self.fields.fragment_key)
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0);
+            if let Some(&node) = self.nodes.get(&key) {
+                let body = doc.get_first(self.fields.body).and_then(|v| v.as_str());
+                owned.push((node, body.unwrap_or("").to_string()));
+                if owned.len() == TEXT_SHARE {
+                    flush(&mut owned);
+                }
+            }
+            Ok(())
+        })?;
+        if !owned.is_empty() {
+            flush(&mut owned);
+        }
+        Ok(())
+    }
+}
+
+/// What a fragment's text holds for the graph besides mentions: its links' targets (as
+/// written) and its tags' names, in text order.
+#[derive(Debug, Default)]
+struct Marks {
+    links: Vec<String>,
+    tags: Vec<String>,
 }
 
 /// Entities by their stable name, numbered after the fragments as they appear.
@@ -373,7 +465,12 @@ impl Entities {
     }
 }
 
-fn extract(sources: &[GraphSource], g: &GraphSettings, built_from: u64) -> GraphFile {
+fn extract(
+    sources: &[GraphSource],
+    texts: &dyn Texts,
+    g: &GraphSettings,
+    built_from: u64,
+) -> Result<GraphFile> {
     let mut fragments = Vec::new();
     // First fragment node of each source, in `sources` order.
     let mut heads = Vec::with_capacity(sources.len());
@@ -401,6 +498,24 @@ fn extract(sources: &[GraphSource], g: &GraphSettings, built_from: u64) -> Graph
         LinkOrder::TargetFirst => LinkStyle::TargetFirst,
         LinkOrder::LabelFirst => LinkStyle::LabelFirst,
     };
+    // Links and tags of each fragment node, boxed: most fragments have none.
+    let mut marks: Vec<Option<Box<Marks>>> = Vec::new();
+    marks.resize_with(fragments.len(), || None);
+    texts.shares(&mut |share| {
+        for &(node, body) in share {
+            let m = Marks {
+                links: links(body, style)
+                    .into_iter()
+                    .map(|l| l.target)
+                    .filter(|t| !t.trim().is_empty())
+                    .collect(),
+                tags: tags(body).into_iter().map(|t| t.name).collect(),
+            };
+            if !m.links.is_empty() || !m.tags.is_empty() {
+                marks[node as usize] = Some(Box::new(m));
+            }
+        }
+    })?;
     let resolver = LinkResolver::new(sources.iter().map(|s| s.id.as_str()));
     let mut names: Vec<(u32, Vec<String>)> = Vec::new();
     // Title entity → its source, so a paragraph never mentions its own title.
@@ -454,16 +569,16 @@ fn extract(sources: &[GraphSource], g: &GraphSettings, built_from: u64) -> Graph
                 add(&mut edges, head, heads[target], kind);
             }
         }
-        for (fi, f) in s.fragments.iter().enumerate() {
+        for fi in 0..s.fragments.len() {
             let this = node + fi as u32;
             if fi > 0 {
                 add(&mut edges, this - 1, this, RelationKind::Next);
             }
-            for link in links(&f.body, style) {
-                if link.target.trim().is_empty() {
-                    continue;
-                }
-                match resolver.resolve(&s.id, &link.target) {
+            let Some(m) = marks[this as usize].take() else {
+                continue;
+            };
+            for target in &m.links {
+                match resolver.resolve(&s.id, target) {
                     Some(target) => {
                         link_occurrences += 1;
                         source_links.insert((si, target));
@@ -472,18 +587,18 @@ fn extract(sources: &[GraphSource], g: &GraphSettings, built_from: u64) -> Graph
                         }
                     }
                     None => {
-                        let key = super::normalize_target(&link.target);
+                        let key = super::normalize_target(target);
                         let e = entities.node(
                             format!("link:{key}"),
-                            link.target.trim(),
+                            target.trim(),
                             EntityKind::Missing,
                         );
                         add(&mut edges, this, e, RelationKind::LinksTo);
                     }
                 }
             }
-            for tag in tags(&f.body) {
-                let t = entities.node(format!("tag:{}", tag.name), &tag.name, EntityKind::Tag);
+            for tag in &m.tags {
+                let t = entities.node(format!("tag:{tag}"), tag, EntityKind::Tag);
                 add(&mut edges, this, t, RelationKind::Tagged);
             }
         }
@@ -506,23 +621,33 @@ fn extract(sources: &[GraphSource], g: &GraphSettings, built_from: u64) -> Graph
             max_df: g.max_alias_df,
             ..MentionConfig::default()
         };
-        let bodies: Vec<&str> = sources
-            .iter()
-            .flat_map(|s| s.fragments.iter().map(|f| f.body.as_str()))
-            .collect();
         let indexed = names
             .iter()
             .enumerate()
             .map(|(i, (_, aliases))| (i as u32, aliases.iter().map(String::as_str)));
-        // `build_with_corpus` over the bodies already gathered (it would gather them again)
-        let matcher = MentionMatcher::build(indexed, &config).and_then(|m| {
-            let counts = m.count_all(&bodies);
-            m.apply_df_cap(&counts)
-        });
+        // `build_with_corpus`, over the texts a share at a time
+        let matcher = match MentionMatcher::build(indexed, &config) {
+            Ok(m) => {
+                let mut counts = m.new_counts();
+                texts.shares(&mut |share| {
+                    let bodies: Vec<&str> = share.iter().map(|(_, b)| *b).collect();
+                    counts.merge(&m.count_all(&bodies));
+                })?;
+                m.apply_df_cap(&counts)
+            }
+            Err(e) => Err(e),
+        };
         if let Ok(matcher) = matcher {
-            // Bodies in fragment-node order: the scan runs on every core, the edges follow
-            // in order.
-            for (frag, mentions) in matcher.mentions_all(&bodies).into_iter().enumerate() {
+            // Each share is scanned on every core; the edges follow in fragment-node order.
+            let mut found = Vec::new();
+            found.resize_with(fragments.len(), Vec::new);
+            texts.shares(&mut |share| {
+                let bodies: Vec<&str> = share.iter().map(|(_, b)| *b).collect();
+                for (&(node, _), mentions) in share.iter().zip(matcher.mentions_all(&bodies)) {
+                    found[node as usize] = mentions;
+                }
+            })?;
+            for (frag, mentions) in found.into_iter().enumerate() {
                 let this = frag as u32;
                 for m in mentions {
                     // A title entity is its paragraph: the mention links the paragraphs
@@ -552,7 +677,7 @@ fn extract(sources: &[GraphSource], g: &GraphSettings, built_from: u64) -> Graph
     }
     edges.sort_unstable();
     edges.dedup();
-    GraphFile {
+    Ok(GraphFile {
         format: FORMAT,
         built_from,
         fragments,
@@ -566,5 +691,5 @@ fn extract(sources: &[GraphSource], g: &GraphSettings, built_from: u64) -> Graph
         min_alias_chars: g.min_alias_chars,
         link_occurrences,
         source_links: source_links.len(),
-    }
+    })
 }

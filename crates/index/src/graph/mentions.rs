@@ -228,7 +228,9 @@ pub struct MentionBuildError(String);
 pub struct MentionMatcher {
     config: MentionConfig,
     aliases: Vec<Alias>,
-    automaton: Option<AhoCorasick>,
+    /// The automata over the patterns, each with the index of its first pattern: see
+    /// [`SHARD_BYTES`].
+    automata: Vec<(AhoCorasick, u32)>,
     /// The alias (index into `aliases`) of each automaton pattern; [`NO_ALIAS`] for one
     /// the frequency cap dropped after the automaton was built (it is matched, and
     /// ignored: rebuilding the automaton without it would hold two at once, a gigabyte
@@ -239,6 +241,13 @@ pub struct MentionMatcher {
 
 /// A pattern whose alias was dropped, see `MentionMatcher::pattern_alias`.
 const NO_ALIAS: u32 = u32::MAX;
+
+/// Pattern bytes per automaton. While aho-corasick builds an automaton it holds about 50
+/// bytes per pattern byte (its build-time trie) and keeps about 11: a million titles in one
+/// automaton took 1.7 GB at once. Shards bound that; a text is scanned once per shard (one
+/// shard up to about 200,000 titles), and the matches are the same: the scan reports every
+/// occurrence and [`MentionMatcher::find`] chooses among them.
+const SHARD_BYTES: usize = 8 << 20;
 
 /// The entities (each with its alias as written) that gave one folded alias themselves, and
 /// those that got it by dropping a disambiguator.
@@ -257,6 +266,20 @@ impl MentionMatcher {
     /// `Title` itself. No frequency cap is applied; see [`MentionMatcher::apply_df_cap`] or
     /// [`MentionMatcher::build_with_corpus`].
     pub fn build<I, A, S>(entities: I, config: &MentionConfig) -> Result<Self, MentionBuildError>
+    where
+        I: IntoIterator<Item = (u32, A)>,
+        A: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Self::build_in_shards(entities, config, SHARD_BYTES)
+    }
+
+    /// [`MentionMatcher::build`] with automata of at most `shard_bytes` pattern bytes.
+    fn build_in_shards<I, A, S>(
+        entities: I,
+        config: &MentionConfig,
+        shard_bytes: usize,
+    ) -> Result<Self, MentionBuildError>
     where
         I: IntoIterator<Item = (u32, A)>,
         A: IntoIterator<Item = S>,
@@ -320,12 +343,12 @@ impl MentionMatcher {
             owners.sort_by_key(|(e, _)| *e);
             aliases.push(Alias { folded, owners });
         }
-        let automaton = automaton(&aliases)?;
+        let automata = automata(&aliases, shard_bytes)?;
         let pattern_alias = (0..aliases.len() as u32).collect();
         Ok(MentionMatcher {
             config: config.clone(),
             aliases,
-            automaton,
+            automata,
             pattern_alias,
             dropped,
         })
@@ -408,7 +431,7 @@ impl MentionMatcher {
         let MentionMatcher {
             config,
             aliases,
-            automaton,
+            automata,
             pattern_alias,
             mut dropped,
         } = self;
@@ -438,7 +461,7 @@ impl MentionMatcher {
                 kept.push(alias);
             }
         }
-        // The automaton stays: its dropped patterns are matched and ignored.
+        // The automata stay: their dropped patterns are matched and ignored.
         let pattern_alias = pattern_alias
             .into_iter()
             .map(|a| renumber.get(a as usize).copied().unwrap_or(NO_ALIAS))
@@ -446,7 +469,7 @@ impl MentionMatcher {
         Ok(MentionMatcher {
             config,
             aliases: kept,
-            automaton,
+            automata,
             pattern_alias,
             dropped,
         })
@@ -521,19 +544,18 @@ impl MentionMatcher {
     /// Calls `hit(alias, span)` for every whole-word alias occurrence, overlapping ones
     /// included; `span` is in the padded folded text, padding spaces included.
     fn scan(&self, words: &Words, mut hit: impl FnMut(usize, Range<usize>)) {
-        let Some(automaton) = &self.automaton else {
-            return;
-        };
         if words.spans.is_empty() {
             return;
         }
-        let Ok(matches) = automaton.try_find_overlapping_iter(words.padded.as_str()) else {
-            return;
-        };
-        for m in matches {
-            let alias = self.pattern_alias[m.pattern().as_usize()];
-            if alias != NO_ALIAS {
-                hit(alias as usize, m.start()..m.end());
+        for (automaton, first) in &self.automata {
+            let Ok(matches) = automaton.try_find_overlapping_iter(words.padded.as_str()) else {
+                continue;
+            };
+            for m in matches {
+                let alias = self.pattern_alias[*first as usize + m.pattern().as_usize()];
+                if alias != NO_ALIAS {
+                    hit(alias as usize, m.start()..m.end());
+                }
             }
         }
     }
@@ -583,15 +605,36 @@ fn filter(folded: &str, config: &MentionConfig) -> Option<DropReason> {
     None
 }
 
-fn automaton(aliases: &[Alias]) -> Result<Option<AhoCorasick>, MentionBuildError> {
-    if aliases.is_empty() {
-        return Ok(None);
+/// The automata over `aliases` (each padded with a space each side), each over a run of
+/// aliases of at most `shard_bytes` pattern bytes (a longer alias alone), with the index of
+/// its first.
+fn automata(
+    aliases: &[Alias],
+    shard_bytes: usize,
+) -> Result<Vec<(AhoCorasick, u32)>, MentionBuildError> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < aliases.len() {
+        let mut end = start;
+        let mut bytes = 0;
+        while end < aliases.len()
+            && (end == start || bytes + aliases[end].folded.len() + 2 <= shard_bytes)
+        {
+            bytes += aliases[end].folded.len() + 2;
+            end += 1;
+        }
+        let automaton = AhoCorasick::builder()
+            .match_kind(MatchKind::Standard)
+            .build(
+                aliases[start..end]
+                    .iter()
+                    .map(|a| format!(" {} ", a.folded)),
+            )
+            .map_err(|e| MentionBuildError(e.to_string()))?;
+        out.push((automaton, start as u32));
+        start = end;
     }
-    AhoCorasick::builder()
-        .match_kind(MatchKind::Standard)
-        .build(aliases.iter().map(|a| format!(" {} ", a.folded)))
-        .map(Some)
-        .map_err(|e| MentionBuildError(e.to_string()))
+    Ok(out)
 }
 
 /// A text's folded words: ` w1 w2 … wn ` (padded with one space each side) and where each
@@ -980,6 +1023,32 @@ mod tests {
             fast_sorted.sort();
             slow.sort();
             prop_assert_eq!(fast_sorted, slow);
+        }
+
+        /// Automata in shards (here down to one alias each) find what one automaton finds,
+        /// frequency cap included.
+        #[test]
+        fn sharded_automata_find_what_one_finds(
+            names in proptest::collection::vec("(ab|abc|cd|é|E)( (ab|abc|cd|é|E)){0,2}", 1..8),
+            texts in proptest::collection::vec("((ab|abc|cd|é|E|x)(-| |, |'|\\.)){0,12}", 1..6),
+            shard_bytes in 1usize..12,
+        ) {
+            let cfg = MentionConfig { min_chars: 1, stop_words: false, max_df: 0.5, df_floor: 1, ..config() };
+            let entities: Vec<(u32, Vec<String>)> =
+                names.iter().enumerate().map(|(i, n)| (i as u32, vec![n.clone()])).collect();
+            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let one = MentionMatcher::build_in_shards(entities.clone(), &cfg, usize::MAX).unwrap();
+            let many = MentionMatcher::build_in_shards(entities, &cfg, shard_bytes).unwrap();
+            prop_assert!(many.automata.len() >= one.automata.len());
+            let (one_counts, many_counts) = (one.count_all(&texts), many.count_all(&texts));
+            let (one, many) = (
+                one.apply_df_cap(&one_counts).unwrap(),
+                many.apply_df_cap(&many_counts).unwrap(),
+            );
+            prop_assert_eq!(one.aliases().collect::<Vec<_>>(), many.aliases().collect::<Vec<_>>());
+            for text in texts {
+                prop_assert_eq!(one.find(text), many.find(text));
+            }
         }
 
         #[test]
