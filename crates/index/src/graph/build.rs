@@ -368,20 +368,23 @@ fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
 /// Fragments per share of a pass over the texts.
 const TEXT_SHARE: usize = 32 * 1024;
 
+/// A share of fragment texts: each fragment's node and text.
+type Share<'a> = [(u32, &'a str)];
+
 /// The fragment texts of a graph build, read once per pass (links and tags, mention counts,
 /// mentions): from the sources themselves (PostgreSQL's build holds them) or again from the
 /// store each time (the embedded index: a million texts are a gigabyte not held).
 trait Texts {
     /// Calls `f` with every fragment's node and text, in shares of at most [`TEXT_SHARE`],
     /// in any order.
-    fn shares(&self, f: &mut dyn FnMut(&[(u32, &str)])) -> Result<()>;
+    fn shares(&self, f: &mut dyn FnMut(&Share<'_>)) -> Result<()>;
 }
 
 /// The texts in the sources' fragments, in node order.
 struct InMemory<'a>(&'a [GraphSource]);
 
 impl Texts for InMemory<'_> {
-    fn shares(&self, f: &mut dyn FnMut(&[(u32, &str)])) -> Result<()> {
+    fn shares(&self, f: &mut dyn FnMut(&Share<'_>)) -> Result<()> {
         let mut share = Vec::with_capacity(TEXT_SHARE.min(1024));
         let bodies = self.0.iter().flat_map(|s| &s.fragments);
         for (node, fragment) in (0u32..).zip(bodies) {
@@ -407,7 +410,7 @@ struct Stored<'a> {
 }
 
 impl Texts for Stored<'_> {
-    fn shares(&self, f: &mut dyn FnMut(&[(u32, &str)])) -> Result<()> {
+    fn shares(&self, f: &mut dyn FnMut(&Share<'_>)) -> Result<()> {
         let mut owned: Vec<(u32, String)> = Vec::with_capacity(TEXT_SHARE);
         let mut flush = |owned: &mut Vec<(u32, String)>| {
             let share: Vec<(u32, &str)> = owned.iter().map(|(n, t)| (*n, t.as_str())).collect();

@@ -1033,7 +1033,7 @@ mod tests {
             texts in proptest::collection::vec("((ab|abc|cd|é|E|x)(-| |, |'|\\.)){0,12}", 1..6),
             shard_bytes in 1usize..12,
         ) {
-            let cfg = MentionConfig { min_chars: 1, stop_words: false, max_df: 0.5, df_floor: 1, ..config() };
+            let cfg = MentionConfig { min_chars: 1, stop_words: false, max_df: 0.5, df_floor: 1 };
             let entities: Vec<(u32, Vec<String>)> =
                 names.iter().enumerate().map(|(i, n)| (i as u32, vec![n.clone()])).collect();
             let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
