@@ -13,7 +13,7 @@ use finder_core::Settings;
 use tantivy::collector::DocSetCollector;
 use tantivy::query::TermQuery;
 use tantivy::schema::{IndexRecordOption, Value};
-use tantivy::{doc, Index, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{doc, Index, IndexSettings, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use crate::document::{Problem, SourceDoc};
 use crate::error::{IndexError, Result};
@@ -244,6 +244,10 @@ pub fn index_inputs(
     report.sources = totals.len() as u64;
     report.fragments = totals.values().map(|&(n, _)| n as u64).sum();
     let dated = totals.values().filter(|&&(_, d)| d).count() as u64;
+    // The run's bookkeeping (sets of every source id: hundreds of MB at a million sources) is
+    // done with; the commit and the graph build below should not hold it.
+    drop(totals);
+    drop((catalog, seen, sourced, written, incomplete, kept_ids));
 
     let changed = report.counts.added + report.counts.updated + report.counts.removed > 0;
     let previous_generation = info.as_ref().map_or(0, |i| i.generation);
@@ -399,6 +403,11 @@ fn add_source(
     Ok(record)
 }
 
+/// Bytes per compressed block of the document store (tantivy's default is 16 KiB). A query
+/// reads its page's records one block each: a smaller block decompresses less per record and
+/// leaves fewer of the store's pages resident, for a little compression.
+const DOCSTORE_BLOCK_BYTES: usize = 4096;
+
 /// Opens the tantivy index under `dir`, or creates an empty one.
 pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, Fields)> {
     let path = dir.join(LEXICAL_DIR);
@@ -411,7 +420,15 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
         Index::open_in_dir(&path).map_err(|e| store_error(dir, e))?
     } else {
         let (schema, _) = build_schema();
-        Index::create_in_dir(&path, schema).map_err(|e| store_error(dir, e))?
+        let settings = IndexSettings {
+            docstore_blocksize: DOCSTORE_BLOCK_BYTES,
+            ..IndexSettings::default()
+        };
+        Index::builder()
+            .schema(schema)
+            .settings(settings)
+            .create_in_dir(&path)
+            .map_err(|e| store_error(dir, e))?
     };
     let fields = resolve(&index.schema()).ok_or_else(|| IndexError::Corrupt {
         path: path.clone(),

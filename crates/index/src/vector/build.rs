@@ -63,6 +63,18 @@ pub fn build_vectors(
     embedder: &dyn Embed,
     progress: &mut dyn FnMut(VectorProgress),
 ) -> Result<VectorReport> {
+    let report = build(dir, settings, embedder, progress);
+    // everything the build held is dropped by now: hand the freed heap back
+    crate::release_free_memory();
+    report
+}
+
+fn build(
+    dir: &Path,
+    settings: &Settings,
+    embedder: &dyn Embed,
+    progress: &mut dyn FnMut(VectorProgress),
+) -> Result<VectorReport> {
     let started = Instant::now();
     let vdir = dir.join(VECTOR_DIR);
     let io_err = |path: &Path| {
@@ -235,8 +247,6 @@ pub fn build_vectors(
             )
         }
     };
-    drop(have);
-    crate::release_free_memory();
 
     let ann_path = vdir.join(ANN_FILE);
     let tmp = vdir.join("ann.bin.tmp");
