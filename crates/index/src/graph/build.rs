@@ -174,7 +174,12 @@ impl GraphData {
         for s in &mut sources {
             s.fragments.sort_by_key(|f| f.ordinal);
         }
-        let file = extract(&sources, &InMemory(&sources), g, built_from)
+        // the texts leave the sources, so the sources can go once their nodes are made
+        let bodies: Vec<String> = sources
+            .iter_mut()
+            .flat_map(|s| s.fragments.iter_mut().map(|f| std::mem::take(&mut f.body)))
+            .collect();
+        let file = extract(sources, &InMemory(bodies), g, built_from)
             .expect("texts held in memory are always readable");
         GraphData(file)
     }
@@ -280,8 +285,8 @@ pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
             .zip(0u32..)
             .collect(),
     };
-    let file = extract(&sources, &texts, g, built_from)?;
-    drop((sources, texts));
+    let file = extract(sources, &texts, g, built_from)?;
+    drop(texts);
     let mut report = report_of(&file);
     std::fs::create_dir_all(&gdir).map_err(io(&gdir))?;
     let path = gdir.join(GRAPH_FILE);
@@ -322,7 +327,10 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 /// Every live source with its fragments (in ordinal order, without their texts: see
 /// [`Stored`]), sorted by id.
 fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
-    let mut by_id: HashMap<String, GraphSource> = HashMap::new();
+    // each source's place in `sources`: a map of the sources themselves would hold each
+    // source's 200 bytes in twice as many slots
+    let mut by_id: HashMap<String, usize> = HashMap::new();
+    let mut sources: Vec<GraphSource> = Vec::new();
     for_each_stored(dir, &mut |doc| {
         let text = |f| doc.get_first(f).and_then(|v| v.as_str()).unwrap_or("");
         let id = text(fields.source_id).to_string();
@@ -335,9 +343,17 @@ fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
             .and_then(|v| v.as_u64())
             .unwrap_or(0) as u32;
         let record: Option<FragmentRecord> = serde_json::from_str(text(fields.meta)).ok();
-        let entry = by_id.entry(id.clone()).or_insert_with(|| {
-            GraphSource::new(id, &Default::default(), false, Vec::new(), Vec::new())
+        let at = *by_id.entry(id.clone()).or_insert_with(|| {
+            sources.push(GraphSource::new(
+                id,
+                &Default::default(),
+                false,
+                Vec::new(),
+                Vec::new(),
+            ));
+            sources.len() - 1
         });
+        let entry = &mut sources[at];
         if let Some(source) = record.and_then(|r| r.source) {
             let fragments = std::mem::take(&mut entry.fragments);
             *entry = GraphSource::new(
@@ -357,7 +373,7 @@ fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
         });
         Ok(())
     })?;
-    let mut sources: Vec<GraphSource> = by_id.into_values().collect();
+    drop(by_id);
     sources.sort_by(|a, b| a.id.cmp(&b.id));
     for s in &mut sources {
         s.fragments.sort_by_key(|f| f.ordinal);
@@ -380,15 +396,14 @@ trait Texts {
     fn shares(&self, f: &mut dyn FnMut(&Share<'_>)) -> Result<()>;
 }
 
-/// The texts in the sources' fragments, in node order.
-struct InMemory<'a>(&'a [GraphSource]);
+/// The fragments' texts, in node order.
+struct InMemory(Vec<String>);
 
-impl Texts for InMemory<'_> {
+impl Texts for InMemory {
     fn shares(&self, f: &mut dyn FnMut(&Share<'_>)) -> Result<()> {
         let mut share = Vec::with_capacity(TEXT_SHARE.min(1024));
-        let bodies = self.0.iter().flat_map(|s| &s.fragments);
-        for (node, fragment) in (0u32..).zip(bodies) {
-            share.push((node, fragment.body.as_str()));
+        for (node, body) in (0u32..).zip(&self.0) {
+            share.push((node, body.as_str()));
             if share.len() == TEXT_SHARE {
                 f(&share);
                 share.clear();
@@ -469,7 +484,7 @@ impl Entities {
 }
 
 fn extract(
-    sources: &[GraphSource],
+    sources: Vec<GraphSource>,
     texts: &dyn Texts,
     g: &GraphSettings,
     built_from: u64,
@@ -607,6 +622,13 @@ fn extract(
         }
         node += s.fragments.len() as u32;
     }
+    // The sources, their id maps and the link resolver (over a gigabyte at a million
+    // sources) are done with: the mention passes below need only the names and the nodes.
+    drop(by_id);
+    drop(resolver);
+    drop(sources);
+    let source_links = source_links.len();
+
     // Missing link targets are named things too.
     for (i, e) in entities.nodes.iter().enumerate() {
         if e.kind == EntityKind::Missing {
@@ -693,6 +715,6 @@ fn extract(
         labels,
         min_alias_chars: g.min_alias_chars,
         link_occurrences,
-        source_links: source_links.len(),
+        source_links,
     })
 }
