@@ -23,6 +23,7 @@ use tantivy::{
 use crate::analyzer::{looks_like_identifier, terms, TRIGRAMS, WORDS};
 use crate::error::{IndexError, Result};
 use crate::lexical::{query_terms, top_k};
+use crate::pread::PreadDirectory;
 use crate::record::{CommitInfo, FragmentRecord, RunCounts};
 use crate::schema::{register_analyzers, resolve, Fields};
 use crate::store_error;
@@ -178,7 +179,8 @@ impl Finder {
         if !path.join("meta.json").exists() {
             return Err(IndexError::NotFound(dir.to_path_buf()));
         }
-        let index = Index::open_in_dir(&path).map_err(|e| store_error(dir, e))?;
+        let directory = PreadDirectory::stores_only(&path).map_err(|e| store_error(dir, e))?;
+        let index = Index::open(directory).map_err(|e| store_error(dir, e))?;
         let fields = resolve(&index.schema()).ok_or_else(|| IndexError::Corrupt {
             path: path.clone(),
             reason: "schema lacks Finder's fields".into(),

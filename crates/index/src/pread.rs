@@ -20,19 +20,34 @@ use tantivy::directory::{
 };
 use tantivy::HasLen;
 
-/// [`MmapDirectory`] for everything but reading a file's bytes, which goes through
-/// [`PreadFile`].
+/// [`MmapDirectory`] for everything but reading the bytes of the files it reads with
+/// [`PreadFile`]: every file, or only the document stores.
 #[derive(Debug, Clone)]
 pub(crate) struct PreadDirectory {
     root: PathBuf,
     inner: MmapDirectory,
+    stores_only: bool,
 }
 
 impl PreadDirectory {
+    /// Every file read with positioned reads: for walks over the whole store.
     pub(crate) fn open(root: &Path) -> Result<PreadDirectory, tantivy::TantivyError> {
         Ok(PreadDirectory {
             root: root.to_path_buf(),
             inner: MmapDirectory::open(root)?,
+            stores_only: false,
+        })
+    }
+
+    /// Only the document stores (`*.store`) read with positioned reads, the postings and the
+    /// rest memory-mapped: for queries. A query reads its page's records one small block
+    /// each, at random places in the store; through a memory map each read would leave its
+    /// pages, and the kernel's fault-around neighbours, resident in the process (1.4 GB
+    /// after 1,000 queries on a million fragments).
+    pub(crate) fn stores_only(root: &Path) -> Result<PreadDirectory, tantivy::TantivyError> {
+        Ok(PreadDirectory {
+            stores_only: true,
+            ..PreadDirectory::open(root)?
         })
     }
 }
@@ -81,6 +96,9 @@ fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result
 
 impl Directory for PreadDirectory {
     fn get_file_handle(&self, path: &Path) -> Result<Arc<dyn FileHandle>, OpenReadError> {
+        if self.stores_only && path.extension().is_none_or(|e| e != "store") {
+            return self.inner.get_file_handle(path);
+        }
         let full = self.root.join(path);
         let wrap = |e: io::Error| match e.kind() {
             io::ErrorKind::NotFound => OpenReadError::FileDoesNotExist(path.to_path_buf()),
@@ -164,6 +182,23 @@ mod tests {
         let mut want = texts.clone();
         want.sort();
         assert_eq!(read, want);
+        let stores = Index::open(PreadDirectory::stores_only(dir.path()).unwrap()).unwrap();
+        let searcher = stores.reader().unwrap().searcher();
+        let mut again = Vec::new();
+        for segment in searcher.segment_readers() {
+            let store = segment.get_store_reader(4).unwrap();
+            for id in segment.doc_ids_alive() {
+                let d: TantivyDocument = store.get(id).unwrap();
+                again.push(
+                    d.get_first(body)
+                        .and_then(|v| v.as_str())
+                        .unwrap()
+                        .to_string(),
+                );
+            }
+        }
+        again.sort();
+        assert_eq!(again, want);
         let missing = PreadDirectory::open(dir.path())
             .unwrap()
             .get_file_handle(Path::new("no-such-file"));

@@ -63,6 +63,7 @@ pub fn build_vectors(
     embedder: &dyn Embed,
     progress: &mut dyn FnMut(VectorProgress),
 ) -> Result<VectorReport> {
+    crate::map_large_blocks();
     let report = build(dir, settings, embedder, progress);
     // everything the build held is dropped by now: hand the freed heap back
     crate::release_free_memory();
