@@ -356,7 +356,7 @@ impl Finder {
 
     fn vector_status(&self) -> Option<VectorStatus> {
         let vdir = self.dir.join(VECTOR_DIR);
-        let state = crate::vector::read_state(&vdir).ok().flatten();
+        let state = crate::vector::read_state_head(&vdir).ok().flatten();
         let log_len = std::fs::metadata(vdir.join(crate::vector::LOG_FILE)).map_or(0, |m| m.len());
         if state.is_none() && log_len == 0 {
             return None;

@@ -16,7 +16,9 @@ pub(crate) struct GraphIndex {
     node_of: HashMap<u64, u32>,
     entities: Vec<EntityNode>,
     names: Vec<(u32, Vec<String>)>,
-    titles: HashMap<u32, String>,
+    /// Each source's first fragment node and title, by node (binary search: a map of a
+    /// million titles would take half as much again).
+    titles: Vec<(u32, String)>,
     entity_sources: std::collections::HashSet<u32>,
     labels: HashMap<u32, String>,
     min_alias_chars: usize,
@@ -27,13 +29,14 @@ impl GraphIndex {
     /// Loads the graph of the index in `dir`: `Ok(None)` when none was built.
     pub fn load(dir: &Path) -> Result<Option<GraphIndex>, String> {
         let path = dir.join(GRAPH_DIR).join(GRAPH_FILE);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
+        let reader = match std::fs::File::open(&path) {
+            Ok(f) => std::io::BufReader::with_capacity(1 << 16, f),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
+        // parsed as it is read: the file (200 MB at a million fragments) is not held whole
         let file: GraphFile =
-            serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+            serde_json::from_reader(reader).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(Some(GraphIndex::from_file(file)))
     }
 
@@ -53,7 +56,11 @@ impl GraphIndex {
             fragments: file.fragments,
             entities: file.entities,
             names: file.names,
-            titles: file.titles.into_iter().collect(),
+            titles: {
+                let mut titles = file.titles;
+                titles.sort_unstable_by_key(|(node, _)| *node);
+                titles
+            },
             entity_sources: file.entity_sources.into_iter().collect(),
             labels: file.labels.into_iter().collect(),
             min_alias_chars: file.min_alias_chars,
@@ -108,7 +115,12 @@ impl GraphAccess for GraphIndex {
             };
             return format!("{what} \"{}\"", e.name);
         }
-        match self.titles.get(&node) {
+        let title = self
+            .titles
+            .binary_search_by_key(&node, |(n, _)| *n)
+            .ok()
+            .map(|i| &self.titles[i].1);
+        match title {
             Some(title) if self.entity_sources.contains(&node) => format!("entity \"{title}\""),
             Some(title) if !title.is_empty() => format!("\"{title}\""),
             _ => "a passage".to_string(),

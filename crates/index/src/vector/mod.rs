@@ -15,7 +15,7 @@ mod search;
 pub(crate) use build::unit;
 pub use build::{build_vectors, fragment_text_to_embed, VectorProgress, VectorReport};
 pub use search::VectorState;
-pub(crate) use search::{read_state, VectorIndex, LOG_FILE, STATE_FILE};
+pub(crate) use search::{read_state_head, VectorIndex, LOG_FILE, STATE_FILE};
 
 /// Sub-folder of the index folder that holds the vector layer.
 pub(crate) const VECTOR_DIR: &str = "vectors";

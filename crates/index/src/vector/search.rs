@@ -31,9 +31,35 @@ pub struct VectorState {
 }
 
 pub(crate) fn read_state(vdir: &Path) -> Result<Option<VectorState>> {
+    read_state_as::<VectorState>(vdir)
+}
+
+/// [`read_state`] without the per-fragment hashes (a million entries at a million
+/// fragments), which only the next build needs: for queries and status.
+pub(crate) fn read_state_head(vdir: &Path) -> Result<Option<VectorState>> {
+    /// The state's fields but the hashes, which the parse skips.
+    #[derive(Deserialize)]
+    struct Head {
+        model_id: String,
+        dim: usize,
+        vectors: usize,
+        fragments: usize,
+        built_at: u64,
+    }
+    Ok(read_state_as::<Head>(vdir)?.map(|h| VectorState {
+        model_id: h.model_id,
+        dim: h.dim,
+        vectors: h.vectors,
+        fragments: h.fragments,
+        built_at: h.built_at,
+        hashes: HashMap::new(),
+    }))
+}
+
+fn read_state_as<T: serde::de::DeserializeOwned>(vdir: &Path) -> Result<Option<T>> {
     let path = vdir.join(STATE_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => serde_json::from_str(&text)
+    match std::fs::File::open(&path) {
+        Ok(file) => serde_json::from_reader(BufReader::with_capacity(1 << 16, file))
             .map(Some)
             .map_err(|e| IndexError::Corrupt {
                 path,
@@ -80,7 +106,7 @@ pub(crate) struct VectorIndex {
 impl VectorIndex {
     /// Loads the published graph; `None` when no build has finished yet.
     pub fn open(vdir: &Path) -> Result<Option<VectorIndex>> {
-        let Some(state) = read_state(vdir)? else {
+        let Some(state) = read_state_head(vdir)? else {
             return Ok(None);
         };
         let graph = read_ann(vdir)?;
