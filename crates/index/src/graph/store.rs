@@ -16,14 +16,19 @@ pub(crate) struct GraphIndex {
     node_of: HashMap<u64, u32>,
     entities: Vec<EntityNode>,
     names: Vec<(u32, Vec<String>)>,
-    /// Each source's first fragment node and title, by node (binary search: a map of a
-    /// million titles would take half as much again).
-    titles: Vec<(u32, String)>,
+    /// Each source's title, at its first fragment node: `titles[title_at[node]]`
+    /// ([`NO_TITLE`] elsewhere). An array, not a map: explain looks up every boosted node,
+    /// and a map of a million titles would take half as much memory again.
+    title_at: Vec<u32>,
+    titles: Vec<String>,
     entity_sources: std::collections::HashSet<u32>,
     labels: HashMap<u32, String>,
     min_alias_chars: usize,
     matcher: OnceLock<Option<MentionMatcher>>,
 }
+
+/// A fragment node that starts no source, see `GraphIndex::title_at`.
+const NO_TITLE: u32 = u32::MAX;
 
 impl GraphIndex {
     /// Loads the graph of the index in `dir`: `Ok(None)` when none was built.
@@ -44,6 +49,14 @@ impl GraphIndex {
     pub fn from_file(file: GraphFile) -> GraphIndex {
         let nodes = (file.fragments.len() + file.entities.len()) as u32;
         let graph = Graph::from_edges(nodes, &file.edges);
+        let mut title_at = vec![NO_TITLE; file.fragments.len()];
+        let mut titles = Vec::with_capacity(file.titles.len());
+        for (node, title) in file.titles {
+            if let Some(slot) = title_at.get_mut(node as usize) {
+                *slot = titles.len() as u32;
+                titles.push(title);
+            }
+        }
         let node_of = file
             .fragments
             .iter()
@@ -56,11 +69,8 @@ impl GraphIndex {
             fragments: file.fragments,
             entities: file.entities,
             names: file.names,
-            titles: {
-                let mut titles = file.titles;
-                titles.sort_unstable_by_key(|(node, _)| *node);
-                titles
-            },
+            title_at,
+            titles,
             entity_sources: file.entity_sources.into_iter().collect(),
             labels: file.labels.into_iter().collect(),
             min_alias_chars: file.min_alias_chars,
@@ -116,10 +126,10 @@ impl GraphAccess for GraphIndex {
             return format!("{what} \"{}\"", e.name);
         }
         let title = self
-            .titles
-            .binary_search_by_key(&node, |(n, _)| *n)
-            .ok()
-            .map(|i| &self.titles[i].1);
+            .title_at
+            .get(node as usize)
+            .filter(|&&i| i != NO_TITLE)
+            .map(|&i| &self.titles[i as usize]);
         match title {
             Some(title) if self.entity_sources.contains(&node) => format!("entity \"{title}\""),
             Some(title) if !title.is_empty() => format!("\"{title}\""),
