@@ -249,12 +249,18 @@ impl Hnsw {
     /// `u32::MAX - 1` rows.
     pub fn insert(&mut self, key: u64, vector: &[f32]) {
         let (row, level) = self.append_row(key, vector);
+        self.link_one(row, level, vector);
+    }
+
+    /// Links one pushed row (`query` is its vector) into the graph by itself; the first row
+    /// becomes the entry point, as does any row above the top level.
+    fn link_one(&mut self, row: u32, level: usize, query: &[f32]) {
         if self.entry == NONE {
             self.entry = row;
             self.max_level = level;
             return;
         }
-        self.connect(row, level, vector);
+        self.connect(row, level, query);
         if level > self.max_level {
             self.entry = row;
             self.max_level = level;
@@ -339,17 +345,8 @@ impl Hnsw {
         // As `insert_batch_on`: the first rows one by one, then batches.
         while next < keys.len() && next < SEQUENTIAL_ROWS {
             let (row, level) = g.push_node(keys[next]);
-            if g.entry == NONE {
-                g.entry = row;
-                g.max_level = level;
-            } else {
-                let query = g.vector(row).to_vec();
-                g.connect(row, level, &query);
-                if level > g.max_level {
-                    g.entry = row;
-                    g.max_level = level;
-                }
-            }
+            let query = g.vector(row).to_vec();
+            g.link_one(row, level, &query);
             next += 1;
         }
         progress(next);

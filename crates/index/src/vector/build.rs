@@ -101,6 +101,17 @@ fn build(
         log::LogWriter::open(&log_path, &model_id, dim, valid_len).map_err(io_err(&log_path))?;
     let mut last_sync = Instant::now();
     let batch = settings.embed.batch_size.max(1);
+    // The fragments to embed (none with precomputed vectors), similar lengths together: a
+    // batch wastes less on padding.
+    let mut todo: Vec<&(u64, u64, String)> = if precomputed {
+        Vec::new()
+    } else {
+        fragments
+            .iter()
+            .filter(|(key, hash, _)| missing(*key, *hash))
+            .collect()
+    };
+    todo.sort_by_key(|(_, _, text)| text.len());
     // The vectors this build adds, one row each, in key order once complete.
     let mut fresh = if precomputed {
         let mut rows = given;
@@ -108,13 +119,9 @@ fn build(
         rows.normalize();
         rows
     } else {
-        Rows::with_capacity(dim, 0)
+        Rows::with_capacity(dim, todo.len())
     };
-    let total = if precomputed {
-        fresh.len()
-    } else {
-        fragments.iter().filter(|(k, h, _)| missing(*k, *h)).count()
-    };
+    let total = if precomputed { fresh.len() } else { todo.len() };
     progress(VectorProgress::Embedding { done: 0, total });
     if precomputed {
         for start in (0..total).step_by(batch) {
@@ -132,13 +139,6 @@ fn build(
             progress(VectorProgress::Embedding { done: end, total });
         }
     } else {
-        let mut todo: Vec<&(u64, u64, String)> = fragments
-            .iter()
-            .filter(|(key, hash, _)| missing(*key, *hash))
-            .collect();
-        // Similar lengths in a batch waste less on padding.
-        todo.sort_by_key(|(_, _, text)| text.len());
-        fresh = Rows::with_capacity(dim, todo.len());
         for (i, chunk) in todo.chunks(batch).enumerate() {
             let texts: Vec<&str> = chunk.iter().map(|(_, _, t)| t.as_str()).collect();
             let vectors = embedder
@@ -176,7 +176,7 @@ fn build(
         let mut entries: Vec<(u64, u64, &[f32])> = have
             .iter()
             .map(|(k, (h, v))| (*k, *h, v.as_slice()))
-            .chain((0..fresh.len()).map(|i| (fresh.keys[i], fresh.hashes[i], fresh.row(i))))
+            .chain(fresh.iter())
             .collect();
         entries.sort_by_key(|(k, _, _)| *k);
         log::rewrite(&log_path, &model_id, dim, entries.into_iter()).map_err(io_err(&log_path))?;
@@ -209,9 +209,10 @@ fn build(
                 .filter(|(key, (hash, _))| old_hashes.get(key) != Some(hash))
                 .map(|(key, (_, v))| (*key, v.as_slice()))
                 .chain(
-                    (0..fresh.len())
-                        .filter(|&i| old_hashes.get(&fresh.keys[i]) != Some(&fresh.hashes[i]))
-                        .map(|i| (fresh.keys[i], fresh.row(i))),
+                    fresh
+                        .iter()
+                        .filter(|(key, hash, _)| old_hashes.get(key) != Some(hash))
+                        .map(|(key, _, v)| (key, v)),
                 )
                 .collect();
             changed.sort_unstable_by_key(|(key, _)| *key);
@@ -383,9 +384,14 @@ fn blake3_u64(bytes: &[u8]) -> u64 {
 
 /// Scales a vector to unit length (cosine is a dot product downstream); zero stays zero.
 pub(crate) fn unit(mut v: Vec<f32>) -> Vec<f32> {
+    scale_to_unit(&mut v);
+    v
+}
+
+/// [`unit`] in place.
+pub(crate) fn scale_to_unit(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 1e-12 {
         v.iter_mut().for_each(|x| *x /= norm);
     }
-    v
 }

@@ -59,13 +59,15 @@ impl Rows {
         self.data.truncate(kept * dim);
     }
 
-    /// Scales every row to unit length (cosine is a dot product downstream); zero stays zero.
+    /// Every row as `(key, hash, vector)`, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64, &[f32])> + '_ {
+        (0..self.len()).map(|i| (self.keys[i], self.hashes[i], self.row(i)))
+    }
+
+    /// Scales every row to unit length ([`super::build::scale_to_unit`]).
     pub fn normalize(&mut self) {
         for row in self.data.chunks_exact_mut(self.dim) {
-            let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
-            if norm > 1e-12 {
-                row.iter_mut().for_each(|x| *x /= norm);
-            }
+            super::build::scale_to_unit(row);
         }
     }
 
