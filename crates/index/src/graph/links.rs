@@ -425,7 +425,9 @@ fn destination(text: &str, at: usize) -> Option<(&str, usize)> {
         let mut depth = 0usize;
         while j < end {
             match bytes[j] {
-                b'\\' => j += 1,
+                // an escape covers ASCII punctuation only (a `\` before a newline is a
+                // backslash, and the newline still ends the destination)
+                b'\\' if bytes.get(j + 1).is_some_and(u8::is_ascii_punctuation) => j += 1,
                 b'(' => depth += 1,
                 b')' if depth == 0 => break,
                 b')' => depth -= 1,
