@@ -6,6 +6,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -286,32 +287,19 @@ impl Finder {
     /// Runs a full request (text and/or vector, page, filters, scope, user) through the
     /// pipeline.
     pub fn query(&self, request: &Query, settings: &Settings) -> Result<SearchResponse> {
-        let run = QueryRun {
-            finder: self,
-            searcher: self.reader.searcher(),
-            seen: RefCell::new(HashMap::new()),
-            columns: RefCell::new(HashMap::new()),
-            docs: RefCell::new(HashMap::new()),
-            extra: RefCell::new(Vec::new()),
-            vector: request
+        let run = QueryRun::new(
+            self,
+            request
                 .vector
                 .as_ref()
                 .map(|v| crate::vector::unit(v.clone())),
-        };
+        );
         finder_core::search_with(&run, request, settings, &self.extensions)
     }
 
     /// A source by id, as hits show it: `None` when the index does not hold it.
     pub fn source(&self, id: &str) -> Result<Option<SourceView>> {
-        let run = QueryRun {
-            finder: self,
-            searcher: self.reader.searcher(),
-            seen: RefCell::new(HashMap::new()),
-            columns: RefCell::new(HashMap::new()),
-            docs: RefCell::new(HashMap::new()),
-            extra: RefCell::new(Vec::new()),
-            vector: None,
-        };
+        let run = QueryRun::new(self, None);
         Retriever::source(&run, crate::keys::source_key(id))
     }
 
@@ -432,14 +420,33 @@ struct QueryRun<'a> {
     searcher: Searcher,
     seen: RefCell<HashMap<FragmentKey, Seen>>,
     columns: RefCell<HashMap<u32, KeyColumns>>,
-    docs: RefCell<HashMap<DocAddress, (String, FragmentRecord)>>,
+    /// Where each seen source's first fragment (the one holding its record) is.
+    firsts: RefCell<HashMap<SourceKey, DocAddress>>,
+    /// Stored fragments read so far (a page's source and its hints are often one document).
+    docs: RefCell<HashMap<DocAddress, Rc<Stored>>>,
     /// Sub-stage timings (query embedding) reported with the response.
     extra: RefCell<Vec<StageTime>>,
     /// The query's vector when the caller gave one (unit length).
     vector: Option<Vec<f32>>,
 }
 
-impl QueryRun<'_> {
+/// A fragment's stored text and record.
+type Stored = (String, FragmentRecord);
+
+impl<'a> QueryRun<'a> {
+    fn new(finder: &'a Finder, vector: Option<Vec<f32>>) -> QueryRun<'a> {
+        QueryRun {
+            finder,
+            searcher: finder.reader.searcher(),
+            seen: RefCell::new(HashMap::new()),
+            columns: RefCell::new(HashMap::new()),
+            firsts: RefCell::new(HashMap::new()),
+            docs: RefCell::new(HashMap::new()),
+            extra: RefCell::new(Vec::new()),
+            vector,
+        }
+    }
+
     fn fields(&self) -> Fields {
         self.finder.fields
     }
@@ -483,6 +490,9 @@ impl QueryRun<'_> {
             ordinal: read(&c.ordinal, "ordinal")? as u32,
             entity,
         };
+        if seen.ordinal == 0 {
+            self.firsts.borrow_mut().insert(seen.source, address);
+        }
         self.seen.borrow_mut().insert(key, seen);
         Ok(key)
     }
@@ -558,16 +568,16 @@ impl QueryRun<'_> {
 
     /// A fragment document's body and record, read once per query (a page's hint and its
     /// source's view often read the same document).
-    fn stored(&self, address: DocAddress) -> Result<(String, FragmentRecord)> {
+    fn stored(&self, address: DocAddress) -> Result<Rc<Stored>> {
         if let Some(hit) = self.docs.borrow().get(&address) {
-            return Ok(hit.clone());
+            return Ok(Rc::clone(hit));
         }
-        let read = self.read_stored(address)?;
-        self.docs.borrow_mut().insert(address, read.clone());
+        let read = Rc::new(self.read_stored(address)?);
+        self.docs.borrow_mut().insert(address, Rc::clone(&read));
         Ok(read)
     }
 
-    fn read_stored(&self, address: DocAddress) -> Result<(String, FragmentRecord)> {
+    fn read_stored(&self, address: DocAddress) -> Result<Stored> {
         let doc: TantivyDocument = self.searcher.doc(address).map_err(|e| self.err(e))?;
         let text = |f| {
             doc.get_first(f)
@@ -852,15 +862,23 @@ impl Retriever for QueryRun<'_> {
     }
 
     fn source(&self, source: SourceKey) -> Result<Option<SourceView>> {
+        let view = |address| -> Result<Option<SourceView>> {
+            Ok(self.stored(address)?.1.source.as_ref().map(|r| SourceView {
+                id: r.id.clone(),
+                envelope: r.envelope.clone(),
+                summary: r.summary.clone(),
+            }))
+        };
+        // The record is on the source's first fragment: where a list already found that
+        // fragment, no term lookup.
+        let first = self.firsts.borrow().get(&source).copied();
+        if let Some(found) = first.map(view).transpose()?.flatten() {
+            return Ok(Some(found));
+        }
         let term = Term::from_field_u64(self.fields().source_key, source.0);
         for address in self.docs_with(&term)? {
-            let (_, record) = self.stored(address)?;
-            if let Some(r) = record.source {
-                return Ok(Some(SourceView {
-                    id: r.id,
-                    envelope: r.envelope,
-                    summary: r.summary,
-                }));
+            if let Some(found) = view(address)? {
+                return Ok(Some(found));
             }
         }
         Ok(None)
@@ -875,7 +893,7 @@ impl Retriever for QueryRun<'_> {
 
     fn fragment_text(&self, fragment: FragmentKey) -> Result<Option<String>> {
         match self.lookup(fragment)? {
-            Some(seen) => Ok(Some(self.stored(seen.address)?.0)),
+            Some(seen) => Ok(Some(self.stored(seen.address)?.0.clone())),
             None => Ok(None),
         }
     }
@@ -897,10 +915,10 @@ impl Retriever for QueryRun<'_> {
         let Some(seen) = self.lookup(fragment)? else {
             return Ok(None);
         };
-        let (body, record) = self.stored(seen.address)?;
+        let stored = self.stored(seen.address)?;
         Ok(Some((
-            crate::preview::preview(&body, query, max_chars),
-            record.extent,
+            crate::preview::preview(&stored.0, query, max_chars),
+            stored.1.extent,
         )))
     }
 }

@@ -1,43 +1,83 @@
 //! Hint previews: a window of a fragment's text around the first query word it contains.
 
+use std::borrow::Cow;
+
 /// At most `max_chars` characters of `body`, starting a little before the first occurrence of
 /// a query word (ASCII case-insensitive, words of three or more characters), cut at word
 /// boundaries, with `…` where text was cut. Whitespace runs collapse to one space.
 pub fn preview(body: &str, query: &str, max_chars: usize) -> String {
-    let text: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = collapse_whitespace(body);
     // No more bytes than the window: no more characters either.
     if text.len() <= max_chars {
-        return text;
+        return text.into_owned();
     }
-    let chars: Vec<char> = text.chars().collect();
-    if chars.len() <= max_chars {
-        return text;
+    let total = text.chars().count();
+    if total <= max_chars {
+        return text.into_owned();
     }
+    // Character positions, as the window is defined, mapped to byte offsets only where the
+    // window is: a fragment is read once to count and once to search, never copied whole
+    // into characters.
     let first_match = first_match(&text, query);
     // Start a fifth of the window before the match, at a word boundary.
     let mut start = first_match
         .saturating_sub(max_chars / 5)
-        .min(chars.len() - max_chars);
-    while start > 0 && start < first_match && chars[start - 1] != ' ' {
+        .min(total - max_chars);
+    let mut from = byte_offset(&text, 0, start);
+    while start > 0 && start < first_match && !text[..from].ends_with(' ') {
+        from += text[from..].chars().next().map_or(1, char::len_utf8);
         start += 1;
     }
-    let mut end = (start + max_chars).min(chars.len());
-    if end < chars.len() {
-        if let Some(space) = chars[start..end].iter().rposition(|&c| c == ' ') {
-            if space > max_chars / 2 {
-                end = start + space;
+    let mut end = (start + max_chars).min(total);
+    let mut to = byte_offset(&text, from, end - start);
+    if end < total {
+        if let Some(space) = text[from..to].rfind(' ') {
+            let space_chars = text[from..from + space].chars().count();
+            if space_chars > max_chars / 2 {
+                end = start + space_chars;
+                to = from + space;
             }
         }
     }
-    let mut out = String::new();
+    let mut out = String::with_capacity(to - from + 6);
     if start > 0 {
         out.push('…');
     }
-    out.extend(&chars[start..end]);
-    if end < chars.len() {
+    out.push_str(&text[from..to]);
+    if end < total {
         out.push('…');
     }
     out
+}
+
+/// `body` with every run of whitespace made one space and none at either end; borrowed when
+/// it already is.
+fn collapse_whitespace(body: &str) -> Cow<'_, str> {
+    let mut after_space = true;
+    let collapsed = body.chars().all(|c| {
+        let ok = !c.is_whitespace() || (c == ' ' && !after_space);
+        after_space = c == ' ';
+        ok
+    }) && !after_space;
+    if collapsed || body.is_empty() {
+        return Cow::Borrowed(body);
+    }
+    let mut out = String::with_capacity(body.len());
+    for word in body.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    Cow::Owned(out)
+}
+
+/// The byte offset of the character `chars` characters after byte offset `from`.
+fn byte_offset(text: &str, from: usize, chars: usize) -> usize {
+    text[from..]
+        .char_indices()
+        .nth(chars)
+        .map_or(text.len(), |(at, _)| from + at)
 }
 
 /// The character position in `text` of the earliest occurrence of a query word (ASCII
@@ -83,7 +123,65 @@ mod tests {
             .map_or(0, |byte| text[..byte].chars().count())
     }
 
+    /// The window by its plain definition, over a vector of characters (the code before
+    /// previews stopped copying a fragment into characters).
+    fn preview_plain(body: &str, query: &str, max_chars: usize) -> String {
+        let text: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
+        let chars: Vec<char> = text.chars().collect();
+        if chars.len() <= max_chars {
+            return text;
+        }
+        let first_match = first_match(&text, query);
+        let mut start = first_match
+            .saturating_sub(max_chars / 5)
+            .min(chars.len() - max_chars);
+        while start > 0 && start < first_match && chars[start - 1] != ' ' {
+            start += 1;
+        }
+        let mut end = (start + max_chars).min(chars.len());
+        if end < chars.len() {
+            if let Some(space) = chars[start..end].iter().rposition(|&c| c == ' ') {
+                if space > max_chars / 2 {
+                    end = start + space;
+                }
+            }
+        }
+        let mut out = String::new();
+        if start > 0 {
+            out.push('…');
+        }
+        out.extend(&chars[start..end]);
+        if end < chars.len() {
+            out.push('…');
+        }
+        out
+    }
+
     proptest! {
+        /// The window over byte offsets is the window over characters.
+        #[test]
+        fn the_window_is_the_plain_window(
+            words in prop::collection::vec("[a-cäA-C日]{0,6}", 0..80),
+            gaps in prop::collection::vec("[ \t\n\u{a0}\u{3000}]{1,3}", 80),
+            query in prop::collection::vec("[a-cäA-C日]{1,5}", 0..4),
+            max in 1usize..120,
+            edges in (any::<bool>(), any::<bool>()),
+        ) {
+            // Mostly single spaces (the borrowed path), other whitespace and runs now and then.
+            let mut body = String::new();
+            for (i, (word, gap)) in words.iter().zip(&gaps).enumerate() {
+                if i > 0 || edges.0 {
+                    body.push_str(if i % 3 == 0 { gap } else { " " });
+                }
+                body.push_str(word);
+            }
+            if edges.1 {
+                body.push('\n');
+            }
+            let query = query.join(" ");
+            prop_assert_eq!(preview(&body, &query, max), preview_plain(&body, &query, max));
+        }
+
         /// The pruned search finds what the plain definition finds.
         #[test]
         fn the_earliest_word_is_found(
