@@ -9,6 +9,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use finder_core::{bm25_idf, bm25_length_norm, bm25_tf_score, Bm25Params};
 use tantivy::fieldnorm::FieldNormReader;
+use tantivy::postings::TermInfo;
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, Searcher, Term};
 
@@ -83,17 +84,6 @@ fn length_norms(params: Bm25Params, avg_len: f32) -> [f32; 256] {
     })
 }
 
-fn term_idfs(
-    searcher: &Searcher,
-    terms: &[(Term, u32)],
-    stats: &FieldStats,
-) -> tantivy::Result<Vec<f32>> {
-    terms
-        .iter()
-        .map(|(term, _)| Ok(bm25_idf(stats.num_docs, searcher.doc_freq(term)?)))
-        .collect()
-}
-
 /// The `k` best fragments for `terms`, best first: every posting of every term accumulated,
 /// term at a time, per segment, a decoded block of 128 at a time, with the length part of the
 /// formula looked up per stored length.
@@ -113,7 +103,28 @@ pub fn top_k(
         return Ok(Vec::new());
     }
     let stats = field_stats(searcher, field)?;
-    let idf = term_idfs(searcher, terms, &stats)?;
+    // Each term's dictionary entry in each segment, looked up once: the document frequencies
+    // they hold sum to what `Searcher::doc_freq` counts, and they open the postings.
+    let mut entries: Vec<Vec<Option<TermInfo>>> = Vec::new();
+    for segment in searcher.segment_readers() {
+        let inverted = segment.inverted_index(field)?;
+        entries.push(
+            terms
+                .iter()
+                .map(|(term, _)| inverted.get_term_info(term))
+                .collect::<std::io::Result<_>>()?,
+        );
+    }
+    let idf: Vec<f32> = (0..terms.len())
+        .map(|t| {
+            let doc_freq = entries
+                .iter()
+                .filter_map(|segment| segment[t].as_ref())
+                .map(|info| u64::from(info.doc_freq))
+                .sum();
+            bm25_idf(stats.num_docs, doc_freq)
+        })
+        .collect();
     let by_length = length_norms(params, stats.avg_len);
     let mut heap: BinaryHeap<Entry> = BinaryHeap::with_capacity(k + 1);
     let mut acc: Vec<f32> = Vec::new();
@@ -124,13 +135,13 @@ pub fn top_k(
         acc.clear();
         acc.resize(segment.max_doc() as usize, 0.0);
         touched.clear();
-        for ((term, qtf), weight) in terms.iter().zip(&idf) {
-            // Whole blocks of 128 decoded documents and frequencies at a time.
-            let Some(mut block) =
-                inverted.read_block_postings(term, IndexRecordOption::WithFreqs)?
-            else {
+        for (((_, qtf), weight), info) in terms.iter().zip(&idf).zip(&entries[seg_ord]) {
+            let Some(info) = info else {
                 continue;
             };
+            // Whole blocks of 128 decoded documents and frequencies at a time.
+            let mut block =
+                inverted.read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
             let weight = weight * *qtf as f32;
             loop {
                 let docs = block.docs();
@@ -156,9 +167,9 @@ pub fn top_k(
             let entry = Entry(acc[doc as usize], DocAddress::new(seg_ord as u32, doc));
             if heap.len() < k {
                 heap.push(entry);
-            } else if heap.peek().is_some_and(|min| entry < *min) {
-                heap.pop();
-                heap.push(entry);
+            } else if let Some(mut worst) = heap.peek_mut().filter(|worst| entry < **worst) {
+                // One sift instead of a pop and a push.
+                *worst = entry;
             }
         }
     }
