@@ -102,10 +102,12 @@ for s in "${SIZE_LIST[@]}"; do
     *) die "bad size $s (like 10k, 100k, 1m)" ;;
   esac
   name="synthetic-$s"
-  if [ ! -f "$DATA/$name/meta.json" ]; then
+  # A cached corpus is kept only if this generator, with these options, made it.
+  if ! "$BIN" gen --docs "$n" --out "$DATA/$name" --check 2>/dev/null; then
     echo "== finder-bench gen --docs $n → $DATA/$name"
     rm -rf "$DATA/$name.tmp"
     "$BIN" gen --docs "$n" --out "$DATA/$name.tmp"
+    rm -rf "$DATA/$name"
     mv "$DATA/$name.tmp" "$DATA/$name"
   fi
   DATASETS+=("$name")

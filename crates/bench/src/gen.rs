@@ -262,23 +262,49 @@ pub fn generate(options: &GenOptions, out: &Path) -> Result<GenReport> {
         docs: options.docs,
         queries,
         model: "synthetic".into(),
-        generator: Some(json!({
-            "kind": "finder-bench gen",
-            "version": VERSION,
-            "seed": options.seed,
-            "vocab": options.vocab,
-            "topics": model.topics,
-            "zipf": {"s": ZIPF_S, "q": ZIPF_Q},
-            "topic_words": TOPIC_WORDS,
-            "doc_words": {"median": LEN_MEDIAN, "sigma": LEN_SIGMA, "min": LEN_MIN, "max": LEN_MAX, "max_text_bytes": MAX_TEXT},
-            "vector": {"topic": W_TOPIC, "second_topic": W_SECOND_TOPIC, "noise": W_NOISE, "rare_words": W_RARE, "rare_word_count": VECTOR_WORDS},
-            "query": {"words": [QUERY_MIN_WORDS, QUERY_MAX_WORDS], "swap": options.query_swap, "common": P_QUERY_COMMON, "topic": Q_TOPIC, "noise": options.query_noise},
-            "links": {"weights": LINK_WEIGHTS, "same_topic": P_LINK_SAME_TOPIC, "skew": LINK_SKEW},
-        })),
+        generator: Some(describe(options)),
     }
     .write(out)?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The generator block of a dataset's `meta.json`: every parameter that shapes its bytes.
+pub fn describe(options: &GenOptions) -> serde_json::Value {
+    json!({
+        "kind": "finder-bench gen",
+        "version": VERSION,
+        "seed": options.seed,
+        "vocab": options.vocab,
+        "topics": topic_count(options),
+        "zipf": {"s": ZIPF_S, "q": ZIPF_Q},
+        "topic_words": TOPIC_WORDS,
+        "doc_words": {"median": LEN_MEDIAN, "sigma": LEN_SIGMA, "min": LEN_MIN, "max": LEN_MAX, "max_text_bytes": MAX_TEXT},
+        "vector": {"topic": W_TOPIC, "second_topic": W_SECOND_TOPIC, "noise": W_NOISE, "rare_words": W_RARE, "rare_word_count": VECTOR_WORDS},
+        "query": {"words": [QUERY_MIN_WORDS, QUERY_MAX_WORDS], "swap": options.query_swap, "common": P_QUERY_COMMON, "topic": Q_TOPIC, "noise": options.query_noise},
+        "links": {"weights": LINK_WEIGHTS, "same_topic": P_LINK_SAME_TOPIC, "skew": LINK_SKEW},
+    })
+}
+
+/// Whether `dir` holds a finished dataset that these options would generate again: the same
+/// sizes and the same generator block. A dataset made by an older generator, or with other
+/// options, is not current (a cache keyed on the folder's name alone once served a 10k corpus
+/// made with older query parameters).
+pub fn is_current(options: &GenOptions, dir: &Path) -> bool {
+    let Ok(meta) = Meta::read(dir) else {
+        return false;
+    };
+    meta.docs == options.docs
+        && meta.dim == options.dim
+        && meta.queries == options.queries.min(options.docs)
+        && meta.generator.as_ref() == Some(&describe(options))
+}
+
+fn topic_count(options: &GenOptions) -> usize {
+    options
+        .topics
+        .unwrap_or((options.docs / 20).clamp(1, 1000))
+        .max(1)
 }
 
 /// `d0000001` for document 0.
@@ -374,10 +400,7 @@ impl Model {
     fn new(options: &GenOptions) -> Model {
         let seed = options.seed;
         let dim = options.dim;
-        let topics = options
-            .topics
-            .unwrap_or((options.docs / 20).clamp(1, 1000))
-            .max(1);
+        let topics = topic_count(options);
         let words = vocabulary(seed, options.vocab);
         let global = Alias::zipf(words.len(), ZIPF_S, ZIPF_Q);
         let mut word_vectors = vec![0f32; words.len() * dim];
@@ -722,6 +745,23 @@ mod tests {
         assert!(!words.iter().any(|w| STOP_WORDS.contains(&w.as_str())));
         let mean = |r: &[String]| r.iter().map(String::len).sum::<usize>() as f64 / r.len() as f64;
         assert!(mean(&words[..100]) < mean(&words[15_000..]));
+    }
+
+    #[test]
+    fn a_dataset_is_current_only_for_the_options_that_made_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = GenOptions::new(60);
+        options.dim = 8;
+        options.queries = 10;
+        assert!(!is_current(&options, dir.path()), "no dataset yet");
+        generate(&options, dir.path()).unwrap();
+        assert!(is_current(&options, dir.path()));
+        let mut noisier = options.clone();
+        noisier.query_noise += 1.0;
+        assert!(!is_current(&noisier, dir.path()));
+        let mut larger = options.clone();
+        larger.docs += 1;
+        assert!(!is_current(&larger, dir.path()));
     }
 
     #[test]

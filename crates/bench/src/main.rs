@@ -43,6 +43,10 @@ enum Command {
         query_swap: f64,
         #[arg(long)]
         out: PathBuf,
+        /// Write nothing: exit 0 when --out already holds the dataset these options make (same
+        /// sizes, same generator parameters), 1 when it does not.
+        #[arg(long)]
+        check: bool,
     },
     /// Turn a BEIR folder into a dataset with Finder's own all-MiniLM-L6-v2 vectors.
     Embed {
@@ -114,6 +118,7 @@ fn main_inner() -> Result<()> {
             query_noise,
             query_swap,
             out,
+            check,
         } => {
             let options = gen::GenOptions {
                 queries,
@@ -126,6 +131,19 @@ fn main_inner() -> Result<()> {
                 progress: true,
                 ..gen::GenOptions::new(docs)
             };
+            if check {
+                let current = gen::is_current(&options, &out);
+                eprintln!(
+                    "gen: {} {}",
+                    out.display(),
+                    if current {
+                        "holds this dataset"
+                    } else {
+                        "does not hold this dataset (missing, or made with other options or an older generator)"
+                    }
+                );
+                std::process::exit(if current { 0 } else { 1 });
+            }
             let r = gen::generate(&options, &out)?;
             eprintln!(
                 "gen: {} docs, {} queries, {} topics, {:.1} words/doc, {:.2} links/doc, {:.1} MB of text in {:.1} s → {}",
