@@ -3,7 +3,7 @@
 //! Each query takes one searcher (an immutable snapshot): it never sees half a commit, and
 //! nothing a query does writes to the index.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -15,11 +15,9 @@ use finder_core::{
     Retriever, SearchResponse, Settings, SourceKey, SourceView, StageTime, TrigramMode,
 };
 use serde::Serialize;
-use tantivy::schema::{IndexRecordOption, Value};
-use tantivy::{
-    DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term,
-    TERMINATED,
-};
+use tantivy::schema::document::{DeserializeError, DocumentDeserialize, DocumentDeserializer};
+use tantivy::schema::{Field, IndexRecordOption, OwnedValue};
+use tantivy::{DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, Term, TERMINATED};
 
 use crate::analyzer::{looks_like_identifier, terms, TRIGRAMS, WORDS};
 use crate::error::{IndexError, Result};
@@ -433,6 +431,47 @@ struct QueryRun<'a> {
 /// A fragment's stored text and record.
 type Stored = (String, FragmentRecord);
 
+thread_local! {
+    /// The `body` and `meta` fields of the index being read. tantivy builds a document type
+    /// without context, so `read_stored` names them here just before each read.
+    static BODY_AND_META: Cell<Option<(Field, Field)>> = const { Cell::new(None) };
+}
+
+/// A stored fragment's `body` and `meta` (empty when missing), read without the stored fields
+/// after them: the given vector, 1.5 KB that tantivy deserialises a byte at a time, was a
+/// tenth of a lexical query.
+struct BodyAndMeta {
+    body: String,
+    meta: String,
+}
+
+impl DocumentDeserialize for BodyAndMeta {
+    fn deserialize<'de, D: DocumentDeserializer<'de>>(
+        mut doc: D,
+    ) -> std::result::Result<Self, DeserializeError> {
+        let (body_field, meta_field) = BODY_AND_META
+            .with(Cell::get)
+            .ok_or_else(|| DeserializeError::custom("no fields named to read"))?;
+        let (mut body, mut meta) = (None, None);
+        while body.is_none() || meta.is_none() {
+            let Some((field, value)) = doc.next_field::<OwnedValue>()? else {
+                break;
+            };
+            if let OwnedValue::Str(text) = value {
+                if field == body_field {
+                    body = Some(text);
+                } else if field == meta_field {
+                    meta = Some(text);
+                }
+            }
+        }
+        Ok(BodyAndMeta {
+            body: body.unwrap_or_default(),
+            meta: meta.unwrap_or_default(),
+        })
+    }
+}
+
 impl<'a> QueryRun<'a> {
     fn new(finder: &'a Finder, vector: Option<Vec<f32>>) -> QueryRun<'a> {
         QueryRun {
@@ -578,19 +617,14 @@ impl<'a> QueryRun<'a> {
     }
 
     fn read_stored(&self, address: DocAddress) -> Result<Stored> {
-        let doc: TantivyDocument = self.searcher.doc(address).map_err(|e| self.err(e))?;
-        let text = |f| {
-            doc.get_first(f)
-                .and_then(|v| v.as_str())
-                .unwrap_or("")
-                .to_string()
-        };
-        let record =
-            serde_json::from_str(&text(self.fields().meta)).map_err(|e| IndexError::Corrupt {
-                path: self.finder.dir.clone(),
-                reason: format!("fragment record: {e}"),
-            })?;
-        Ok((text(self.fields().body), record))
+        let fields = self.fields();
+        BODY_AND_META.with(|wanted| wanted.set(Some((fields.body, fields.meta))));
+        let doc: BodyAndMeta = self.searcher.doc(address).map_err(|e| self.err(e))?;
+        let record = serde_json::from_str(&doc.meta).map_err(|e| IndexError::Corrupt {
+            path: self.finder.dir.clone(),
+            reason: format!("fragment record: {e}"),
+        })?;
+        Ok((doc.body, record))
     }
 
     fn bm25(

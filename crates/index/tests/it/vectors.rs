@@ -398,6 +398,10 @@ fn precomputed_vectors_come_from_records_and_queries() {
     // Without a query vector the channel degrades and says why; lexical still answers.
     let r = finder.search("alpha", &settings, 0, 10).unwrap();
     assert_eq!(r.hits[0].id, "north");
+    // The text and record are read from a document that also stores the given vector.
+    assert_eq!(r.hits[0].hints[0].preview, "alpha words");
+    assert_eq!(r.hits[0].summary, "alpha words");
+    assert_eq!(r.hits[0].envelope.title, "north");
     let (status, reason, _) = vector_report(&r);
     assert_eq!(status, ChannelStatus::Degraded);
     assert!(reason.unwrap().contains("precomputed"));
