@@ -15,9 +15,8 @@ pub fn preview(body: &str, query: &str, max_chars: usize) -> String {
     if total <= max_chars {
         return text.into_owned();
     }
-    // Character positions, as the window is defined, mapped to byte offsets only where the
-    // window is: a fragment is read once to count and once to search, never copied whole
-    // into characters.
+    // The window is defined in characters; their positions are mapped to byte offsets only
+    // around the window, instead of copying the whole fragment into a vector of characters.
     let first_match = first_match(&text, query);
     // Start a fifth of the window before the match, at a word boundary.
     let mut start = first_match
