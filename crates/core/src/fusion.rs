@@ -3,8 +3,6 @@
 //! Fusion works on ranks, not scores: BM25 scores and cosine similarities are not comparable
 //! numbers, and ranks merge the same way across shards.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Channel, FragmentKey, RankedList};
@@ -60,7 +58,7 @@ pub fn rrf(lists: &[RankedList], rrf_k: u32) -> Vec<FusedFragment> {
 /// Sums `share(list index, one-based rank, channel score)` per fragment over the lists, a
 /// fragment counting once per list (at its best rank), and sorts best first.
 fn accumulate(lists: &[RankedList], share: impl Fn(usize, u32, f32) -> f64) -> Vec<FusedFragment> {
-    let mut by_fragment: HashMap<FragmentKey, usize> = HashMap::new();
+    let mut by_fragment: crate::FastMap<FragmentKey, usize> = crate::FastMap::default();
     let mut fused: Vec<FusedFragment> = Vec::new();
     for (l, list) in lists.iter().enumerate() {
         for (i, hit) in list.hits.iter().enumerate() {

@@ -52,6 +52,10 @@ pub use refine::{
     DEFAULT_SIMHASH_MAX_DISTANCE, DEFAULT_SIMHASH_SHINGLE, NODE_ID_KEY,
 };
 pub use rollup::{rollup, RollupPart, SourceScore};
+
+/// A hash map for the query path's keys (fragment and source keys are hashes already, so
+/// SipHash's protection buys nothing there): rustc's Fx hash.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 pub use settings::{
     levenshtein, EmbedBackend, EmbedSettings, FinderSettings, Fusion, IndexSettings,
     LexicalSettings, Settings, StorageBackend, StorageSettings, TrigramMode, VectorSettings,

@@ -4,8 +4,6 @@
 //! Using only the best fragment would ignore independent hits in one source; summing them all
 //! would favour long documents. Entity fragments have no source and never become results.
 
-use std::collections::HashMap;
-
 use crate::model::{FragmentKey, SourceKey};
 
 /// One weighted fragment inside a source's score.
@@ -37,7 +35,7 @@ pub fn rollup(
     owner: impl Fn(FragmentKey) -> Option<SourceKey>,
     weights: &[f64],
 ) -> Vec<SourceScore> {
-    let mut slots: HashMap<SourceKey, usize> = HashMap::new();
+    let mut slots: crate::FastMap<SourceKey, usize> = crate::FastMap::default();
     let mut sources: Vec<SourceScore> = Vec::new();
     for &(fragment, score) in fragments {
         let Some(source) = owner(fragment) else {

@@ -4,14 +4,13 @@
 //! nothing a query does writes to the index.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use finder_core::{
-    Bm25Params, Channel, ChannelOutcome, Embed, Extent, FragmentKey, FragmentMeta, Query,
+    Bm25Params, Channel, ChannelOutcome, Embed, Extent, FastMap, FragmentKey, FragmentMeta, Query,
     Retriever, SearchResponse, Settings, SourceKey, SourceView, StageTime, TrigramMode,
 };
 use serde::Serialize;
@@ -103,7 +102,7 @@ enum Semantic {
 }
 
 /// Fragment key → the document holding it, for one searcher generation.
-type Addresses = Arc<HashMap<u64, DocAddress>>;
+type Addresses = Arc<FastMap<u64, DocAddress>>;
 
 /// A Finder index opened for reading.
 pub struct Finder {
@@ -416,12 +415,12 @@ struct KeyColumns {
 struct QueryRun<'a> {
     finder: &'a Finder,
     searcher: Searcher,
-    seen: RefCell<HashMap<FragmentKey, Seen>>,
-    columns: RefCell<HashMap<u32, KeyColumns>>,
+    seen: RefCell<FastMap<FragmentKey, Seen>>,
+    columns: RefCell<FastMap<u32, KeyColumns>>,
     /// Where each seen source's first fragment (the one holding its record) is.
-    firsts: RefCell<HashMap<SourceKey, DocAddress>>,
+    firsts: RefCell<FastMap<SourceKey, DocAddress>>,
     /// Stored fragments read so far (a page's source and its hints are often one document).
-    docs: RefCell<HashMap<DocAddress, Rc<Stored>>>,
+    docs: RefCell<FastMap<DocAddress, Rc<Stored>>>,
     /// Sub-stage timings (query embedding) reported with the response.
     extra: RefCell<Vec<StageTime>>,
     /// The query's vector when the caller gave one (unit length).
@@ -477,10 +476,10 @@ impl<'a> QueryRun<'a> {
         QueryRun {
             finder,
             searcher: finder.reader.searcher(),
-            seen: RefCell::new(HashMap::new()),
-            columns: RefCell::new(HashMap::new()),
-            firsts: RefCell::new(HashMap::new()),
-            docs: RefCell::new(HashMap::new()),
+            seen: RefCell::default(),
+            columns: RefCell::default(),
+            firsts: RefCell::default(),
+            docs: RefCell::default(),
             extra: RefCell::new(Vec::new()),
             vector,
         }
@@ -588,7 +587,10 @@ impl<'a> QueryRun<'a> {
                 return Ok(Arc::clone(map));
             }
         }
-        let mut map = HashMap::with_capacity(self.searcher.num_docs() as usize);
+        let mut map = FastMap::with_capacity_and_hasher(
+            self.searcher.num_docs() as usize,
+            Default::default(),
+        );
         for (ord, segment) in self.searcher.segment_readers().iter().enumerate() {
             let column = segment
                 .fast_fields()
