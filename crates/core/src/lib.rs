@@ -52,10 +52,6 @@ pub use refine::{
     DEFAULT_SIMHASH_MAX_DISTANCE, DEFAULT_SIMHASH_SHINGLE, NODE_ID_KEY,
 };
 pub use rollup::{rollup, RollupPart, SourceScore};
-
-/// A hash map for the query path's keys (fragment and source keys are hashes already, so
-/// SipHash's protection buys nothing there): rustc's Fx hash.
-pub type FastMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 pub use settings::{
     levenshtein, EmbedBackend, EmbedSettings, FinderSettings, Fusion, IndexSettings,
     LexicalSettings, Settings, StorageBackend, StorageSettings, TrigramMode, VectorSettings,
@@ -63,3 +59,7 @@ pub use settings::{
     DEFAULT_K1, DEFAULT_MAX_HINTS, DEFAULT_MAX_VECTOR_DISTANCE, DEFAULT_QUERY_EMBED_TIMEOUT_MS,
     DEFAULT_RRF_K, DEFAULT_SUMMARY_MAX_CHARS, DEFAULT_VEC_LIST_SIZE,
 };
+
+/// A hash map for the query path's keys (fragment and source keys are hashes already, so
+/// SipHash's protection buys nothing there): rustc's Fx hash.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
