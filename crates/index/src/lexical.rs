@@ -103,23 +103,23 @@ pub fn top_k(
         return Ok(Vec::new());
     }
     let stats = field_stats(searcher, field)?;
-    // Each term's dictionary entry in each segment, looked up once: the document frequencies
-    // they hold sum to what `Searcher::doc_freq` counts, and they open the postings.
-    let mut entries: Vec<Vec<Option<TermInfo>>> = Vec::new();
+    // Each segment's postings reader with each term's dictionary entry in it, looked up once:
+    // the document frequencies they hold sum to what `Searcher::doc_freq` counts, and they
+    // open the postings.
+    let mut entries = Vec::with_capacity(searcher.segment_readers().len());
     for segment in searcher.segment_readers() {
         let inverted = segment.inverted_index(field)?;
-        entries.push(
-            terms
-                .iter()
-                .map(|(term, _)| inverted.get_term_info(term))
-                .collect::<std::io::Result<_>>()?,
-        );
+        let infos: Vec<Option<TermInfo>> = terms
+            .iter()
+            .map(|(term, _)| inverted.get_term_info(term))
+            .collect::<std::io::Result<_>>()?;
+        entries.push((inverted, infos));
     }
     let idf: Vec<f32> = (0..terms.len())
         .map(|t| {
             let doc_freq = entries
                 .iter()
-                .filter_map(|segment| segment[t].as_ref())
+                .filter_map(|(_, infos)| infos[t].as_ref())
                 .map(|info| u64::from(info.doc_freq))
                 .sum();
             bm25_idf(stats.num_docs, doc_freq)
@@ -130,12 +130,12 @@ pub fn top_k(
     let mut acc: Vec<f32> = Vec::new();
     let mut touched: Vec<u32> = Vec::new();
     for (seg_ord, segment) in searcher.segment_readers().iter().enumerate() {
-        let inverted = segment.inverted_index(field)?;
+        let (inverted, infos) = &entries[seg_ord];
         let norms = segment.get_fieldnorms_reader(field)?;
         acc.clear();
         acc.resize(segment.max_doc() as usize, 0.0);
         touched.clear();
-        for (((_, qtf), weight), info) in terms.iter().zip(&idf).zip(&entries[seg_ord]) {
+        for (((_, qtf), weight), info) in terms.iter().zip(&idf).zip(infos) {
             let Some(info) = info else {
                 continue;
             };
