@@ -74,7 +74,11 @@ pub fn search(response: &SearchResponse, explain: bool) -> String {
         .channels
         .iter()
         .map(|c| match c.status {
-            ChannelStatus::Ran => format!("{} {} hits", c.channel.name(), c.hits),
+            // A channel whose result joined another list says what it did instead.
+            ChannelStatus::Ran => match &c.reason {
+                Some(note) => format!("{}: {note}", c.channel.name()),
+                None => format!("{} {} hits", c.channel.name(), c.hits),
+            },
             _ => format!(
                 "{} {:?}: {}",
                 c.channel.name(),

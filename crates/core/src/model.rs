@@ -17,9 +17,10 @@ pub struct SourceKey(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Channel {
-    /// BM25 over stemmed fragment text.
+    /// BM25 over stemmed fragment text (and the trigram channel's expansions).
     Lexical,
-    /// BM25 over character trigrams, for partial words and identifiers.
+    /// Partial words and identifiers expanded, through the trigrams of the index's whole
+    /// words, into the words that hold them; scored in the lexical list, not a list of its own.
     Trigram,
     /// Nearest neighbours over fragment vectors.
     Vector,

@@ -21,7 +21,11 @@ use crate::settings::Settings;
 #[derive(Debug, Clone, PartialEq)]
 pub enum ChannelOutcome {
     Ran(RankedList),
-    /// Not asked for, or not applicable to this query (e.g. trigram list in `auto` mode).
+    /// Ran, and what it found joined another channel's list instead of making its own (the
+    /// trigram channel's expansions are scored in the lexical list); the note says what.
+    Joined(String),
+    /// Not asked for, or not applicable to this query (e.g. the trigram channel in `auto`
+    /// mode without an identifier-like word).
     Skipped(String),
     /// Asked for but unavailable; the other channels answer.
     Degraded(String),
@@ -363,6 +367,7 @@ pub fn search_with<R: Retriever>(
                     lists.push(list);
                     (ChannelStatus::Ran, None, n)
                 }
+                ChannelOutcome::Joined(note) => (ChannelStatus::Ran, Some(note), 0),
                 ChannelOutcome::Skipped(why) => (ChannelStatus::Skipped, Some(why), 0),
                 ChannelOutcome::Degraded(why) => (ChannelStatus::Degraded, Some(why), 0),
             };

@@ -11,6 +11,8 @@ use crate::error::{SettingsError, SettingsErrorKind};
 pub const DEFAULT_K1: f32 = 1.2;
 pub const DEFAULT_B: f32 = 0.75;
 pub const DEFAULT_FTS_LIST_SIZE: usize = 100;
+pub const DEFAULT_TRIGRAM_WEIGHT: f32 = 0.5;
+pub const DEFAULT_TRIGRAM_EXPANSIONS: usize = 8;
 pub const DEFAULT_RRF_K: u32 = 60;
 pub const DEFAULT_VEC_LIST_SIZE: usize = 200;
 pub const DEFAULT_MAX_HINTS: usize = 3;
@@ -192,7 +194,8 @@ pub struct IndexSettings {
     pub fragment_max_chars: usize,
     /// Longest derived summary, in characters.
     pub summary_max_chars: usize,
-    /// Also index character trigrams (needed by the trigram list).
+    /// Also index each fragment's whole words (punctuation trimmed, unstemmed), which the
+    /// trigram expansion of partial words and identifiers needs.
     pub trigrams: bool,
     /// Index the source title (and heading) with every fragment, not only the first.
     pub title_in_fragments: bool,
@@ -210,15 +213,15 @@ impl Default for IndexSettings {
     }
 }
 
-/// When the trigram list runs.
+/// Which query words the trigram expansion turns into the dictionary words that hold them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TrigramMode {
-    /// Never.
+    /// None.
     Off,
-    /// Only for queries with an identifier-like token (a digit, or inner `-`, `_`, `.`, `/`).
+    /// Identifier-like words (a digit, or an inner `-`, `_`, `.`, `/`).
     Auto,
-    /// Always.
+    /// Every word (partial words too).
     On,
 }
 
@@ -233,6 +236,11 @@ pub struct LexicalSettings {
     /// Candidates taken from each lexical list.
     pub fts_list_size: usize,
     pub trigram: TrigramMode,
+    /// Weight of an expanded word in the lexical list, times the share of it the query word
+    /// covers (`auth` in `oauth`: 0.8).
+    pub trigram_weight: f32,
+    /// Dictionary words one query word expands into at most (shortest first).
+    pub trigram_expansions: usize,
 }
 
 impl Default for LexicalSettings {
@@ -243,6 +251,8 @@ impl Default for LexicalSettings {
             b: DEFAULT_B,
             fts_list_size: DEFAULT_FTS_LIST_SIZE,
             trigram: TrigramMode::Auto,
+            trigram_weight: DEFAULT_TRIGRAM_WEIGHT,
+            trigram_expansions: DEFAULT_TRIGRAM_EXPANSIONS,
         }
     }
 }
@@ -414,6 +424,13 @@ impl Settings {
         check.range("lexical.k1", l.k1 as f64, 0.0, 3.0)?;
         check.range("lexical.b", l.b as f64, 0.0, 1.0)?;
         check.range("lexical.fts_list_size", l.fts_list_size as f64, 10.0, 200.0)?;
+        check.range("lexical.trigram_weight", l.trigram_weight as f64, 0.0, 2.0)?;
+        check.range(
+            "lexical.trigram_expansions",
+            l.trigram_expansions as f64,
+            1.0,
+            64.0,
+        )?;
         let e = &self.embed;
         check.range("embed.max_tokens", e.max_tokens as f64, 8.0, 512.0)?;
         check.range("embed.batch_size", e.batch_size as f64, 1.0, 1024.0)?;

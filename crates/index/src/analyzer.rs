@@ -1,4 +1,4 @@
-//! Text analysis: the stemmed word analyzer per language and the per-word trigram tokenizer.
+//! Text analysis: the stemmed word analyzer per language and the whole-word analyzer.
 //!
 //! The same analyzers tokenize documents at index time and queries at search time, so the
 //! lexical channel and its oracle tests see identical terms.
@@ -10,8 +10,8 @@ use tantivy::tokenizer::{
 
 /// Name under which the word analyzer is registered.
 pub(crate) const WORDS: &str = "finder_words";
-/// Name under which the trigram analyzer is registered.
-pub(crate) const TRIGRAMS: &str = "finder_trigrams";
+/// Name under which the whole-word analyzer is registered.
+pub(crate) const RAW: &str = "finder_raw";
 
 fn language(name: &str) -> Option<Language> {
     Some(match name {
@@ -49,10 +49,12 @@ pub(crate) fn word_analyzer(lang: &str) -> TextAnalyzer {
     builder.filter_dynamic(Stemmer::new(language)).build()
 }
 
-/// Trigrams of each whitespace-separated word, lowercased: `AUTH-041` gives `aut`, `uth`,
-/// `th-`, `h-0`, `-04`, `041`. Words of one or two characters are kept whole.
-pub(crate) fn trigram_analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(WordTrigrams)
+/// Whitespace-separated words, their leading and trailing punctuation trimmed, lowercased,
+/// unstemmed: `(AUTH-041),` gives `auth-041`. The terms the trigram list expands partial
+/// words and identifiers into.
+pub(crate) fn raw_analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(RawWords)
+        .filter(RemoveLongFilter::limit(64))
         .filter(LowerCaser)
         .build()
 }
@@ -77,59 +79,39 @@ pub fn terms(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
 }
 
 #[derive(Clone, Default)]
-struct WordTrigrams;
+struct RawWords;
 
-struct WordTrigramStream {
+/// Tokens made up front.
+struct TokenList {
     tokens: Vec<Token>,
     next: usize,
 }
 
-impl Tokenizer for WordTrigrams {
-    type TokenStream<'a> = WordTrigramStream;
+impl Tokenizer for RawWords {
+    type TokenStream<'a> = TokenList;
 
-    fn token_stream<'a>(&'a mut self, text: &'a str) -> WordTrigramStream {
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> TokenList {
         let mut tokens = Vec::new();
-        let mut push = |from: usize, to: usize| {
+        for word in text.split_whitespace() {
+            let trimmed = word.trim_matches(|c: char| !c.is_alphanumeric());
+            if trimmed.is_empty() {
+                continue;
+            }
+            // `trimmed` is a sub-slice of `text`: its offsets come from the pointers.
+            let from = trimmed.as_ptr() as usize - text.as_ptr() as usize;
             tokens.push(Token {
                 offset_from: from,
-                offset_to: to,
+                offset_to: from + trimmed.len(),
                 position: tokens.len(),
-                text: text[from..to].to_string(),
+                text: trimmed.to_string(),
                 position_length: 1,
-            })
-        };
-        let mut word_start = None;
-        let bounds = text
-            .char_indices()
-            .map(|(i, c)| (i, c.is_whitespace()))
-            .chain([(text.len(), true)]);
-        for (i, is_space) in bounds {
-            match (word_start, is_space) {
-                (None, false) => word_start = Some(i),
-                (Some(start), true) => {
-                    let word = &text[start..i];
-                    let offsets: Vec<usize> = word
-                        .char_indices()
-                        .map(|(j, _)| start + j)
-                        .chain([i])
-                        .collect();
-                    if offsets.len() <= 4 {
-                        push(start, i);
-                    } else {
-                        for w in offsets.windows(4) {
-                            push(w[0], w[3]);
-                        }
-                    }
-                    word_start = None;
-                }
-                _ => {}
-            }
+            });
         }
-        WordTrigramStream { tokens, next: 0 }
+        TokenList { tokens, next: 0 }
     }
 }
 
-impl TokenStream for WordTrigramStream {
+impl TokenStream for TokenList {
     fn advance(&mut self) -> bool {
         self.next += 1;
         self.next <= self.tokens.len()
@@ -159,15 +141,17 @@ mod tests {
     }
 
     #[test]
-    fn identifiers_become_trigrams() {
-        let mut a = trigram_analyzer();
+    fn whole_words_keep_inner_punctuation() {
+        let mut a = raw_analyzer();
         assert_eq!(
-            terms(&mut a, "AUTH-041"),
-            vec!["aut", "uth", "th-", "h-0", "-04", "041"]
+            terms(&mut a, "(AUTH-041), see config.toml: a  Zürich --"),
+            vec!["auth-041", "see", "config.toml", "a", "zürich"]
         );
+        let mut stream = a.token_stream("  «v2.1»");
+        assert!(stream.advance());
         assert_eq!(
-            terms(&mut a, "a ok  Zürich"),
-            vec!["a", "ok", "zür", "üri", "ric", "ich"]
+            (stream.token().offset_from, stream.token().offset_to),
+            (4, 8)
         );
     }
 

@@ -18,9 +18,9 @@ use tantivy::schema::document::{DeserializeError, DocumentDeserialize, DocumentD
 use tantivy::schema::{Field, IndexRecordOption, OwnedValue};
 use tantivy::{DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, Term, TERMINATED};
 
-use crate::analyzer::{looks_like_identifier, terms, TRIGRAMS, WORDS};
+use crate::analyzer::{looks_like_identifier, terms, WORDS};
 use crate::error::{IndexError, Result};
-use crate::lexical::{query_terms, top_k};
+use crate::lexical::{query_terms, top_k_terms};
 use crate::pread::PreadDirectory;
 use crate::record::{CommitInfo, FragmentRecord, RunCounts};
 use crate::schema::{register_analyzers, resolve, Fields};
@@ -119,6 +119,9 @@ pub struct Finder {
     extensions: finder_core::Extensions,
     /// Where each fragment's document is, for the searcher generation it was read from.
     addresses: std::sync::Mutex<Option<(u64, Addresses)>>,
+    /// The raw words' trigrams, for the searcher generation they were read from (built by the
+    /// first query that expands a word).
+    grams: std::sync::Mutex<Option<(u64, Arc<crate::expand::TermGrams>)>>,
 }
 
 /// Applies query-time overrides to `base`, the settings an index was opened with, whose
@@ -201,6 +204,7 @@ impl Finder {
         let graph = crate::graph::GraphIndex::load(dir);
         Ok(Finder {
             addresses: std::sync::Mutex::new(None),
+            grams: std::sync::Mutex::new(None),
             dir: dir.to_path_buf(),
             index,
             reader,
@@ -425,6 +429,8 @@ struct QueryRun<'a> {
     extra: RefCell<Vec<StageTime>>,
     /// The query's vector when the caller gave one (unit length).
     vector: Option<Vec<f32>>,
+    /// What the trigram channel expanded for the lexical list: query words, indexed words.
+    expanded: Cell<Option<(usize, usize)>>,
 }
 
 /// A fragment's stored text and record.
@@ -482,6 +488,7 @@ impl<'a> QueryRun<'a> {
             docs: RefCell::default(),
             extra: RefCell::new(Vec::new()),
             vector,
+            expanded: Cell::new(None),
         }
     }
 
@@ -607,6 +614,84 @@ impl<'a> QueryRun<'a> {
         Ok(map)
     }
 
+    /// The whole words' trigrams of this snapshot (`field`), built by the first query of a
+    /// searcher generation that expands a word and shared by the rest.
+    fn term_grams(&self, field: Field) -> Result<Arc<crate::expand::TermGrams>> {
+        let generation = self.searcher.generation().generation_id();
+        let mut cache = self.finder.grams.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((g, grams)) = cache.as_ref() {
+            if *g == generation {
+                return Ok(Arc::clone(grams));
+            }
+        }
+        let grams = Arc::new(
+            crate::expand::TermGrams::build(&self.searcher, field).map_err(|e| self.err(e))?,
+        );
+        *cache = Some((generation, Arc::clone(&grams)));
+        Ok(grams)
+    }
+
+    /// The trigram channel's terms for `query`: each expanded word's dictionary words in the
+    /// whole-word field, weighted; what it did is kept for the channel's report. Empty when
+    /// the channel does not run (the reason is what [`Self::trigram_status`] reports).
+    fn expansions(&self, query: &str, settings: &Settings) -> Result<Vec<(Term, f32)>> {
+        let words = crate::expand::expansion_words(query, settings.lexical.trigram);
+        let field = match (self.fields().raw, self.finder.info.settings.trigrams) {
+            (Some(field), true) if !words.is_empty() => field,
+            _ => return Ok(Vec::new()),
+        };
+        let grams = self.term_grams(field)?;
+        let mut out: Vec<(Term, f32)> = Vec::new();
+        let mut at: FastMap<&[u8], usize> = FastMap::default();
+        for (word, count) in &words {
+            for term in grams.expand(word, settings.lexical.trigram_expansions) {
+                let w = crate::expand::expansion_weight(word, term, *count, &settings.lexical);
+                match at.get(term) {
+                    Some(&i) => out[i].1 += w,
+                    None => {
+                        at.insert(term, out.len());
+                        // Whole words come from a text field: valid UTF-8.
+                        let text = String::from_utf8_lossy(term);
+                        out.push((Term::from_field_text(field, &text), w));
+                    }
+                }
+            }
+        }
+        self.expanded.set(Some((words.len(), out.len())));
+        Ok(out)
+    }
+
+    /// What the trigram channel reports for `query` (its expansions joined the lexical list).
+    fn trigram_status(&self, query: &str, settings: &Settings) -> ChannelOutcome {
+        match settings.lexical.trigram {
+            TrigramMode::Off => return ChannelOutcome::Skipped("lexical.trigram = off".into()),
+            TrigramMode::Auto if !looks_like_identifier(query) => {
+                return ChannelOutcome::Skipped(
+                    "no identifier-like word in the query (lexical.trigram = auto)".into(),
+                )
+            }
+            _ => {}
+        }
+        if !self.finder.info.settings.trigrams {
+            return ChannelOutcome::Degraded(
+                "the index was built with index.trigrams = false".into(),
+            );
+        }
+        if self.fields().raw.is_none() {
+            return ChannelOutcome::Degraded(
+                "the index was made before whole words were indexed; re-create it to expand \
+                 partial words and identifiers"
+                    .into(),
+            );
+        }
+        match self.expanded.get() {
+            Some((words, terms)) => ChannelOutcome::Joined(format!(
+                "{words} query word(s) expanded into {terms} indexed word(s), scored in the lexical list"
+            )),
+            None => ChannelOutcome::Skipped("the query has no word to expand".into()),
+        }
+    }
+
     /// A fragment document's body and record, read once per query (a page's hint and its
     /// source's view often read the same document).
     fn stored(&self, address: DocAddress) -> Result<Rc<Stored>> {
@@ -629,23 +714,21 @@ impl<'a> QueryRun<'a> {
         Ok((doc.body, record))
     }
 
-    fn bm25(
-        &self,
-        channel: Channel,
-        field: tantivy::schema::Field,
-        analyzer: &str,
-        query: &str,
-        settings: &Settings,
-        depth: usize,
-    ) -> Result<ChannelOutcome> {
+    /// The lexical list: BM25 over the stemmed words, plus the trigram channel's expansions.
+    fn bm25(&self, query: &str, settings: &Settings, depth: usize) -> Result<ChannelOutcome> {
         let mut analyzer = self
             .finder
             .index
             .tokenizers()
-            .get(analyzer)
+            .get(WORDS)
             .expect("analyzers are registered at open");
-        let words = terms(&mut analyzer, query);
-        if words.is_empty() {
+        let field = self.fields().text;
+        let mut list: Vec<(Term, f32)> = query_terms(field, &terms(&mut analyzer, query))
+            .into_iter()
+            .map(|(t, n)| (t, n as f32))
+            .collect();
+        list.extend(self.expansions(query, settings)?);
+        if list.is_empty() {
             return Ok(ChannelOutcome::Skipped(
                 "the query has no searchable terms".into(),
             ));
@@ -654,14 +737,7 @@ impl<'a> QueryRun<'a> {
             k1: settings.lexical.k1,
             b: settings.lexical.b,
         };
-        let top = top_k(
-            &self.searcher,
-            field,
-            &query_terms(field, &words),
-            params,
-            depth,
-        )
-        .map_err(|e| self.err(e))?;
+        let top = top_k_terms(&self.searcher, &list, params, depth).map_err(|e| self.err(e))?;
         let mut hits = Vec::with_capacity(top.len());
         for (address, score) in top {
             hits.push(finder_core::ScoredFragment {
@@ -677,7 +753,7 @@ impl<'a> QueryRun<'a> {
                 .then(a.fragment.cmp(&b.fragment))
         });
         Ok(ChannelOutcome::Ran(finder_core::RankedList {
-            channel,
+            channel: Channel::Lexical,
             hits,
         }))
     }
@@ -837,35 +913,8 @@ impl Retriever for QueryRun<'_> {
             Channel::Lexical | Channel::Trigram if !settings.lexical.enabled => {
                 Ok(ChannelOutcome::Skipped("lexical.enabled = false".into()))
             }
-            Channel::Lexical => {
-                self.bm25(channel, self.fields().text, WORDS, query, settings, depth)
-            }
-            Channel::Trigram => {
-                match settings.lexical.trigram {
-                    TrigramMode::Off => {
-                        return Ok(ChannelOutcome::Skipped("lexical.trigram = off".into()))
-                    }
-                    TrigramMode::Auto if !looks_like_identifier(query) => {
-                        return Ok(ChannelOutcome::Skipped(
-                            "no identifier-like token in the query (lexical.trigram = auto)".into(),
-                        ))
-                    }
-                    _ => {}
-                }
-                if !self.finder.info.settings.trigrams {
-                    return Ok(ChannelOutcome::Degraded(
-                        "the index was built with index.trigrams = false".into(),
-                    ));
-                }
-                self.bm25(
-                    channel,
-                    self.fields().trigrams,
-                    TRIGRAMS,
-                    query,
-                    settings,
-                    depth,
-                )
-            }
+            Channel::Lexical => self.bm25(query, settings, depth),
+            Channel::Trigram => Ok(self.trigram_status(query, settings)),
             Channel::Vector => self.vector(request, settings, depth),
             Channel::Entities => Ok(match (&self.finder.graph, settings.graph.entities) {
                 (_, false) => ChannelOutcome::Skipped("graph.entities = false".into()),

@@ -278,7 +278,7 @@ pub fn query(finder: Option<&Finder>, input: &str) {
     }
 }
 
-/// The word analyzer (two languages) and the trigram analyzer over `text`.
+/// The word analyzer (two languages) and the whole-word analyzer over `text`.
 fn analyzers(text: &str) {
     let _ = crate::looks_like_identifier(text);
     for language in ["english", "german"] {
@@ -287,8 +287,13 @@ fn analyzers(text: &str) {
             assert!(!term.is_empty() && term.len() <= 64 * 4, "term {term:?}");
         }
     }
-    let mut trigrams = crate::analyzer::trigram_analyzer();
-    let _ = crate::analyzer::terms(&mut trigrams, text);
+    let mut raw = crate::analyzer::raw_analyzer();
+    for term in crate::analyzer::terms(&mut raw, text) {
+        assert!(
+            !term.is_empty() && term.len() <= 64 * 4 && !term.contains(char::is_whitespace),
+            "whole word {term:?}"
+        );
+    }
 }
 
 /// A small fixed index for [`query`] in `dir` (created; notes, records and an entity), opened.

@@ -84,14 +84,7 @@ fn length_norms(params: Bm25Params, avg_len: f32) -> [f32; 256] {
     })
 }
 
-/// The `k` best fragments for `terms`, best first: every posting of every term accumulated,
-/// term at a time, per segment, a decoded block of 128 at a time, with the length part of the
-/// formula looked up per stored length.
-///
-/// No pruning: tantivy's block-max WAND (at its constants, picking candidates for a rescore
-/// here) was measured slower for Finder's lists of 100 — 0.74 against 0.38 ms per word query
-/// over 1M fragments, 0.26 against 0.14 ms over 100k, and 2.3 against 0.27 ms for the trigram
-/// list's dozens of terms on SciFact (`finder-bench run --reuse`, docs/BENCHMARKS.md).
+/// The `k` best fragments for `terms` of `field`, best first; see [`top_k_terms`].
 pub fn top_k(
     searcher: &Searcher,
     field: Field,
@@ -99,19 +92,67 @@ pub fn top_k(
     params: Bm25Params,
     k: usize,
 ) -> tantivy::Result<Vec<(DocAddress, f32)>> {
+    let weighted: Vec<(Term, f32)> = terms
+        .iter()
+        .map(|(t, n)| {
+            debug_assert_eq!(t.field(), field);
+            (t.clone(), *n as f32)
+        })
+        .collect();
+    top_k_terms(searcher, &weighted, params, k)
+}
+
+/// The `k` best fragments for weighted `terms`, best first: every posting of every term
+/// accumulated, term at a time, per segment, a decoded block of 128 at a time, with the length
+/// part of the formula looked up per stored length. A term's score is multiplied by its weight
+/// (a repeated query word counts twice; an expansion weighs less than the word it came from).
+/// The terms may belong to several fields: each term is scored with its own field's statistics
+/// and lengths, and a fragment's score is the sum.
+///
+/// No pruning: tantivy's block-max WAND (at its constants, picking candidates for a rescore
+/// here) was measured slower for Finder's lists of 100 — 0.74 against 0.38 ms per word query
+/// over 1M fragments, 0.26 against 0.14 ms over 100k, and 2.3 against 0.27 ms for the trigram
+/// list's dozens of terms on SciFact (`finder-bench run --reuse`, docs/BENCHMARKS.md).
+pub fn top_k_terms(
+    searcher: &Searcher,
+    terms: &[(Term, f32)],
+    params: Bm25Params,
+    k: usize,
+) -> tantivy::Result<Vec<(DocAddress, f32)>> {
     if terms.is_empty() || k == 0 {
         return Ok(Vec::new());
     }
-    let stats = field_stats(searcher, field)?;
-    // Each segment's postings reader with each term's dictionary entry in it, looked up once:
-    // the document frequencies they hold sum to what `Searcher::doc_freq` counts, and they
-    // open the postings.
+    // The fields in first-seen order, each with its statistics and length table.
+    let mut fields: Vec<Field> = Vec::new();
+    for (term, _) in terms {
+        if !fields.contains(&term.field()) {
+            fields.push(term.field());
+        }
+    }
+    let mut num_docs = Vec::with_capacity(fields.len());
+    let mut by_length = Vec::with_capacity(fields.len());
+    for &field in &fields {
+        let stats = field_stats(searcher, field)?;
+        num_docs.push(stats.num_docs);
+        by_length.push(length_norms(params, stats.avg_len));
+    }
+    let field_of: Vec<usize> = terms
+        .iter()
+        .map(|(t, _)| fields.iter().position(|&f| f == t.field()).unwrap_or(0))
+        .collect();
+    // Each segment's postings readers with each term's dictionary entry in them, looked up
+    // once: the document frequencies they hold sum to what `Searcher::doc_freq` counts, and
+    // they open the postings.
     let mut entries = Vec::with_capacity(searcher.segment_readers().len());
     for segment in searcher.segment_readers() {
-        let inverted = segment.inverted_index(field)?;
+        let inverted = fields
+            .iter()
+            .map(|&f| segment.inverted_index(f))
+            .collect::<tantivy::Result<Vec<_>>>()?;
         let infos: Vec<Option<TermInfo>> = terms
             .iter()
-            .map(|(term, _)| inverted.get_term_info(term))
+            .zip(&field_of)
+            .map(|((term, _), &f)| inverted[f].get_term_info(term))
             .collect::<std::io::Result<_>>()?;
         entries.push((inverted, infos));
     }
@@ -122,27 +163,30 @@ pub fn top_k(
                 .filter_map(|(_, infos)| infos[t].as_ref())
                 .map(|info| u64::from(info.doc_freq))
                 .sum();
-            bm25_idf(stats.num_docs, doc_freq)
+            bm25_idf(num_docs[field_of[t]], doc_freq)
         })
         .collect();
-    let by_length = length_norms(params, stats.avg_len);
     let mut heap: BinaryHeap<Entry> = BinaryHeap::with_capacity(k + 1);
     let mut acc: Vec<f32> = Vec::new();
     let mut touched: Vec<u32> = Vec::new();
     for (seg_ord, segment) in searcher.segment_readers().iter().enumerate() {
         let (inverted, infos) = &entries[seg_ord];
-        let norms = segment.get_fieldnorms_reader(field)?;
+        let norms = fields
+            .iter()
+            .map(|&f| segment.get_fieldnorms_reader(f))
+            .collect::<tantivy::Result<Vec<_>>>()?;
         acc.clear();
         acc.resize(segment.max_doc() as usize, 0.0);
         touched.clear();
-        for (((_, qtf), weight), info) in terms.iter().zip(&idf).zip(infos) {
+        for ((((_, qtf), weight), info), &f) in terms.iter().zip(&idf).zip(infos).zip(&field_of) {
             let Some(info) = info else {
                 continue;
             };
+            let (norms, by_length) = (&norms[f], &by_length[f]);
             // Whole blocks of 128 decoded documents and frequencies at a time.
-            let mut block =
-                inverted.read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
-            let weight = weight * *qtf as f32;
+            let mut block = inverted[f]
+                .read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
+            let weight = weight * *qtf;
             loop {
                 let docs = block.docs();
                 if docs.is_empty() {

@@ -9,6 +9,7 @@ mod analyzer;
 mod document;
 mod engine;
 mod error;
+pub mod expand;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod graph;
@@ -92,9 +93,9 @@ pub mod testing {
         crate::analyzer::word_analyzer(language)
     }
 
-    /// The trigram analyzer, as the index uses it.
-    pub fn trigram_analyzer() -> tantivy::tokenizer::TextAnalyzer {
-        crate::analyzer::trigram_analyzer()
+    /// The whole-word analyzer, as the index uses it.
+    pub fn raw_analyzer() -> tantivy::tokenizer::TextAnalyzer {
+        crate::analyzer::raw_analyzer()
     }
 
     /// The BM25 field of an opened index.

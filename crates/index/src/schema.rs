@@ -7,7 +7,7 @@ use tantivy::schema::{
 };
 use tantivy::Index;
 
-use crate::analyzer::{trigram_analyzer, word_analyzer, TRIGRAMS, WORDS};
+use crate::analyzer::{raw_analyzer, word_analyzer, RAW, WORDS};
 
 /// Field handles, resolved once per index.
 #[derive(Clone, Copy, Debug)]
@@ -19,8 +19,9 @@ pub(crate) struct Fields {
     pub ordinal: Field,
     /// Title, heading and fragment text through the word analyzer (BM25 field).
     pub text: Field,
-    /// The same through the trigram analyzer.
-    pub trigrams: Field,
+    /// The same through the whole-word analyzer (`index.trigrams`); absent in indexes made
+    /// when the trigram channel was a list of character trigrams.
+    pub raw: Option<Field>,
     /// Fragment text exactly as in the source (stored only).
     pub body: Field,
     /// JSON: extent and heading; on ordinal 0 also the source record.
@@ -47,7 +48,7 @@ pub(crate) fn build_schema() -> (Schema, Fields) {
         fragment_key: b.add_u64_field("fragment_key", INDEXED | FAST | STORED),
         ordinal: b.add_u64_field("ordinal", INDEXED | FAST | STORED),
         text: b.add_text_field("text", analyzed(WORDS)),
-        trigrams: b.add_text_field("trigrams", analyzed(TRIGRAMS)),
+        raw: Some(b.add_text_field("raw", analyzed(RAW))),
         body: b.add_text_field("body", STORED),
         meta: b.add_text_field("meta", STORED),
         vector: Some(b.add_bytes_field("vector", STORED)),
@@ -64,7 +65,7 @@ pub(crate) fn resolve(schema: &Schema) -> Option<Fields> {
         fragment_key: f("fragment_key")?,
         ordinal: f("ordinal")?,
         text: f("text")?,
-        trigrams: f("trigrams")?,
+        raw: f("raw"),
         body: f("body")?,
         meta: f("meta")?,
         vector: f("vector"),
@@ -75,5 +76,5 @@ pub(crate) fn resolve(schema: &Schema) -> Option<Fields> {
 /// Registers the analyzers the schema names; must run before writing or querying.
 pub(crate) fn register_analyzers(index: &Index, language: &str) {
     index.tokenizers().register(WORDS, word_analyzer(language));
-    index.tokenizers().register(TRIGRAMS, trigram_analyzer());
+    index.tokenizers().register(RAW, raw_analyzer());
 }

@@ -384,8 +384,8 @@ fn add_source(
             fields.body => fragment.text.as_str(),
             fields.meta => serde_json::to_string(&meta).expect("record serialises"),
         );
-        if settings.index.trigrams {
-            doc.add_text(fields.trigrams, &indexed);
+        if let (Some(field), true) = (fields.raw, settings.index.trigrams) {
+            doc.add_text(field, &indexed);
         }
         if let (Some(field), true) = (fields.entity, source.entity) {
             doc.add_u64(field, 1);

@@ -26,7 +26,7 @@ use crate::graph;
 
 /// Why a query node has no graph: none was stored.
 const NO_GRAPH: &str = "no graph stored; run `finder index` with graph.build = true";
-use crate::schema::{self, to_db, RunRecord, TRIGRAMS, WORDS};
+use crate::schema::{self, to_db, RunRecord, RAW, WORDS};
 use crate::search::{self, Found, Meta, Stats};
 use crate::terms::{count, Analyzers};
 
@@ -205,6 +205,7 @@ impl PgFinder {
             seen: RefCell::new(HashMap::new()),
             extra: RefCell::new(Vec::new()),
             vector,
+            expanded: std::cell::Cell::new(None),
         })
     }
 }
@@ -216,6 +217,8 @@ struct PgQuery<'a> {
     seen: RefCell<HashMap<FragmentKey, Meta>>,
     extra: RefCell<Vec<StageTime>>,
     vector: Option<Vec<f32>>,
+    /// What the trigram channel expanded for the lexical list: query words, indexed words.
+    expanded: std::cell::Cell<Option<(usize, usize)>>,
 }
 
 impl Drop for PgQuery<'_> {
@@ -323,51 +326,113 @@ impl PgQuery<'_> {
         })
     }
 
-    fn bm25(
-        &self,
-        channel: Channel,
-        field: i16,
-        query: &str,
-        settings: &Settings,
-        depth: usize,
-    ) -> Result<ChannelOutcome> {
+    /// The lexical list: BM25 over the stemmed words plus the trigram channel's expansions,
+    /// scored as the embedded index scores them (each term with its own field's statistics).
+    fn bm25(&self, query: &str, settings: &Settings, depth: usize) -> Result<ChannelOutcome> {
         let mut analyzers = self.finder.analyzers.clone();
-        let analyzer = if field == WORDS {
-            &mut analyzers.words
-        } else {
-            &mut analyzers.trigrams
-        };
-        let counted = count(finder_index::testing::analyze(analyzer, query));
-        if counted.is_empty() {
+        let mut terms: Vec<(i16, String, f32)> =
+            count(finder_index::testing::analyze(&mut analyzers.words, query))
+                .into_iter()
+                .map(|(t, n)| (WORDS, t, n as f32))
+                .collect();
+        terms.extend(self.expansions(query, settings)?);
+        if terms.is_empty() {
             return Ok(ChannelOutcome::Skipped(
                 "the query has no searchable terms".into(),
             ));
         }
-        let terms: Vec<String> = counted.iter().map(|(t, _)| t.clone()).collect();
-        let mut global = Stats::default();
-        for s in self.fan_out(|i, c| search::stats(c, i, field, &terms))? {
-            global.add(&s);
-        }
-        // The embedded scorer's constants: IDF over all fragments, average length over them.
-        let avg_len = if global.docs == 0 {
-            1.0
-        } else {
-            (global.tokens as f32 / global.docs as f32).max(f32::MIN_POSITIVE)
-        };
-        let (mut live, mut weights) = (Vec::new(), Vec::new());
-        for ((term, qtf), df) in counted.iter().zip(&global.df) {
-            if *df > 0 {
-                live.push(term.clone());
-                weights.push(f64::from(bm25_idf(global.docs, *df) * *qtf as f32));
+        let (mut fields, mut live, mut weights, mut avgs) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for field in [WORDS, RAW] {
+            let of_field: Vec<&(i16, String, f32)> =
+                terms.iter().filter(|(f, _, _)| *f == field).collect();
+            if of_field.is_empty() {
+                continue;
+            }
+            let names: Vec<String> = of_field.iter().map(|(_, t, _)| t.clone()).collect();
+            let mut global = Stats::default();
+            for s in self.fan_out(|i, c| search::stats(c, i, field, &names))? {
+                global.add(&s);
+            }
+            // The embedded scorer's constants: IDF over all fragments, average length over them.
+            let avg_len = if global.docs == 0 {
+                1.0
+            } else {
+                (global.tokens as f32 / global.docs as f32).max(f32::MIN_POSITIVE)
+            };
+            for ((_, term, w), df) in of_field.into_iter().zip(&global.df) {
+                if *df > 0 {
+                    fields.push(field);
+                    live.push(term.clone());
+                    weights.push(f64::from(bm25_idf(global.docs, *df) * *w));
+                    avgs.push(f64::from(avg_len));
+                }
             }
         }
         if live.is_empty() {
-            return Ok(self.merge(channel, Vec::new(), depth));
+            return Ok(self.merge(Channel::Lexical, Vec::new(), depth));
         }
         let params = (settings.lexical.k1, settings.lexical.b);
         let lists = self
-            .fan_out(|i, c| search::bm25(c, i, field, &live, &weights, params, avg_len, depth))?;
-        Ok(self.merge(channel, lists, depth))
+            .fan_out(|i, c| search::bm25(c, i, &fields, &live, &weights, &avgs, params, depth))?;
+        Ok(self.merge(Channel::Lexical, lists, depth))
+    }
+
+    /// The trigram channel's terms for `query`: each expanded word's indexed words that hold
+    /// it (from every shard's term statistics), picked and weighted as the embedded index does.
+    fn expansions(&self, query: &str, settings: &Settings) -> Result<Vec<(i16, String, f32)>> {
+        let words = finder_index::expand::expansion_words(query, settings.lexical.trigram);
+        if words.is_empty() || !self.finder.settings.index.trigrams {
+            return Ok(Vec::new());
+        }
+        let cap = settings.lexical.trigram_expansions;
+        let mut out: Vec<(i16, String, f32)> = Vec::new();
+        let mut at: HashMap<String, usize> = HashMap::new();
+        for (word, n) in &words {
+            let found: Vec<String> = self
+                .fan_out(|i, c| search::holding(c, i, RAW, word, cap))?
+                .into_iter()
+                .flatten()
+                .collect();
+            let candidates: Vec<&[u8]> = found.iter().map(|t| t.as_bytes()).collect();
+            for term in finder_index::expand::pick_expansions(word, candidates, cap) {
+                let w = finder_index::expand::expansion_weight(word, term, *n, &settings.lexical);
+                let term = String::from_utf8_lossy(term).into_owned();
+                match at.get(&term) {
+                    Some(&i) => out[i].2 += w,
+                    None => {
+                        at.insert(term.clone(), out.len());
+                        out.push((RAW, term, w));
+                    }
+                }
+            }
+        }
+        self.expanded.set(Some((words.len(), out.len())));
+        Ok(out)
+    }
+
+    /// What the trigram channel reports for `query` (its expansions joined the lexical list).
+    fn trigram_status(&self, query: &str, settings: &Settings) -> ChannelOutcome {
+        match settings.lexical.trigram {
+            TrigramMode::Off => return ChannelOutcome::Skipped("lexical.trigram = off".into()),
+            TrigramMode::Auto if !finder_index::looks_like_identifier(query) => {
+                return ChannelOutcome::Skipped(
+                    "no identifier-like word in the query (lexical.trigram = auto)".into(),
+                )
+            }
+            _ => {}
+        }
+        if !self.finder.settings.index.trigrams {
+            return ChannelOutcome::Degraded(
+                "the index was built with index.trigrams = false".into(),
+            );
+        }
+        match self.expanded.get() {
+            Some((words, terms)) => ChannelOutcome::Joined(format!(
+                "{words} query word(s) expanded into {terms} indexed word(s), scored in the lexical list"
+            )),
+            None => ChannelOutcome::Skipped("the query has no word to expand".into()),
+        }
     }
 
     fn dim(&self) -> Option<usize> {
@@ -504,26 +569,8 @@ impl Retriever for PgQuery<'_> {
             Channel::Lexical | Channel::Trigram if !settings.lexical.enabled => {
                 Ok(ChannelOutcome::Skipped("lexical.enabled = false".into()))
             }
-            Channel::Lexical => self.bm25(channel, WORDS, query, settings, depth),
-            Channel::Trigram => {
-                match settings.lexical.trigram {
-                    TrigramMode::Off => {
-                        return Ok(ChannelOutcome::Skipped("lexical.trigram = off".into()))
-                    }
-                    TrigramMode::Auto if !finder_index::looks_like_identifier(query) => {
-                        return Ok(ChannelOutcome::Skipped(
-                            "no identifier-like token in the query (lexical.trigram = auto)".into(),
-                        ))
-                    }
-                    _ => {}
-                }
-                if !self.finder.settings.index.trigrams {
-                    return Ok(ChannelOutcome::Degraded(
-                        "the index was built with index.trigrams = false".into(),
-                    ));
-                }
-                self.bm25(channel, TRIGRAMS, query, settings, depth)
-            }
+            Channel::Lexical => self.bm25(query, settings, depth),
+            Channel::Trigram => Ok(self.trigram_status(query, settings)),
             Channel::Vector => self.vector(request, settings, depth),
             Channel::Entities => Ok(match (&self.finder.graph, settings.graph.entities) {
                 (_, false) => ChannelOutcome::Skipped("graph.entities = false".into()),

@@ -13,12 +13,13 @@ use serde::{Deserialize, Serialize};
 use crate::error::{db, PgError, Result};
 
 /// Bumped when the tables change shape; a shard of another format is refused.
-pub(crate) const FORMAT: i32 = 1;
+pub(crate) const FORMAT: i32 = 2;
 
 /// `finder_postings.field` and `finder_stats.field` of the stemmed word field.
 pub(crate) const WORDS: i16 = 0;
-/// … and of the per-word trigram field.
-pub(crate) const TRIGRAMS: i16 = 1;
+/// … and of the whole-word field (the trigram channel's expansions; format 1 held character
+/// trigrams here).
+pub(crate) const RAW: i16 = 1;
 
 const DDL: &str = "
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -52,7 +53,7 @@ CREATE TABLE IF NOT EXISTS finder_fragments (
     line_start integer NOT NULL,
     line_end integer NOT NULL,
     words integer NOT NULL,
-    trigrams integer NOT NULL,
+    raw_words integer NOT NULL,
     embedding vector
 );
 CREATE INDEX IF NOT EXISTS finder_fragments_source ON finder_fragments (skey, ordinal);

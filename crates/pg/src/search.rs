@@ -89,24 +89,26 @@ pub(crate) fn stats(
 /// merge, on the key.
 const KEY_ORDER: &str = "(fkey # (-9223372036854775807 - 1))";
 
-/// The `depth` best fragments of this shard for weighted terms, best first.
+/// The `depth` best fragments of this shard for weighted terms, best first: term `i` is
+/// `terms[i]` of field `fields[i]`, weighing `weights[i]` (its IDF times its query weight), its
+/// field's average length `avg_lens[i]`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn bm25(
     client: &mut Client,
     shard: usize,
-    field: i16,
+    fields: &[i16],
     terms: &[String],
     weights: &[f64],
+    avg_lens: &[f64],
     (k1, b): (f32, f32),
-    avg_len: f32,
     depth: usize,
 ) -> Result<Vec<Found>> {
     let sql = format!(
         "SELECT t.fkey, t.score, f.skey, f.ordinal, s.entity FROM (
              SELECT p.fkey, sum(q.w * ($3::float8 + 1) * p.tf
-                        / (p.tf + $3::float8 * (1 - $4::float8 + $4::float8 * p.norm / $5::float8)))::float4 AS score
-             FROM unnest($2::text[], $6::float8[]) AS q(term, w)
-             JOIN finder_postings p ON p.field = $1 AND p.term = q.term
+                        / (p.tf + $3::float8 * (1 - $4::float8 + $4::float8 * p.norm / q.avg)))::float4 AS score
+             FROM unnest($1::int2[], $2::text[], $5::float8[], $6::float8[]) AS q(field, term, w, avg)
+             JOIN finder_postings p ON p.field = q.field AND p.term = q.term
              GROUP BY p.fkey
              ORDER BY score DESC, {KEY_ORDER}
              LIMIT $7::int8) t
@@ -117,17 +119,40 @@ pub(crate) fn bm25(
         .query(
             &sql,
             &[
-                &field,
+                &fields,
                 &terms,
                 &f64::from(k1),
                 &f64::from(b),
-                &f64::from(avg_len),
                 &weights,
+                &avg_lens,
                 &(depth as i64),
             ],
         )
         .map_err(db(format!("shard {shard}: scoring BM25")))?;
     Ok(rows.into_iter().map(|row| found(&row, shard)).collect())
+}
+
+/// This shard's indexed words of `field` that hold `word` (only `word` itself when it is
+/// shorter than the expansion minimum), shortest first, ties by bytes, at most `cap`: a
+/// superset of its share of the global pick.
+pub(crate) fn holding(
+    client: &mut Client,
+    shard: usize,
+    field: i16,
+    word: &str,
+    cap: usize,
+) -> Result<Vec<String>> {
+    let exact = word.len() < finder_index::expand::MIN_PARTIAL_BYTES;
+    let rows = client
+        .query(
+            "SELECT term FROM finder_terms
+             WHERE field = $1 AND df > 0 AND (CASE WHEN $3 THEN term = $2 ELSE strpos(term, $2) > 0 END)
+             ORDER BY octet_length(term), term COLLATE \"C\"
+             LIMIT $4::int8",
+            &[&field, &word, &exact, &(cap as i64)],
+        )
+        .map_err(db(format!("shard {shard}: expanding {word:?}")))?;
+    Ok(rows.into_iter().map(|row| row.get(0)).collect())
 }
 
 fn found(row: &postgres::Row, shard: usize) -> Found {

@@ -16,14 +16,14 @@ use tantivy::tokenizer::TextAnalyzer;
 #[derive(Clone)]
 pub(crate) struct Analyzers {
     pub words: TextAnalyzer,
-    pub trigrams: TextAnalyzer,
+    pub raw: TextAnalyzer,
 }
 
 impl Analyzers {
     pub fn new(language: &str) -> Analyzers {
         Analyzers {
             words: finder_index::testing::word_analyzer(language),
-            trigrams: finder_index::testing::trigram_analyzer(),
+            raw: finder_index::testing::raw_analyzer(),
         }
     }
 }

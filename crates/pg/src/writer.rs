@@ -18,7 +18,7 @@ use postgres::Transaction;
 use crate::cluster::{connect, shard_of, PgConfig};
 use crate::error::{db, PgError, Result};
 use crate::graph;
-use crate::schema::{self, to_db, RunRecord, TRIGRAMS, WORDS};
+use crate::schema::{self, to_db, RunRecord, RAW, WORDS};
 use crate::terms::{field_terms, indexed_text, stored_fragments, Analyzers};
 
 /// What a run did.
@@ -407,9 +407,9 @@ fn delete_sources(tx: &mut Transaction<'_>, shard: usize, keys: &[i64]) -> Resul
     tx.execute(
         "UPDATE finder_stats s SET
              docs = s.docs - c.docs,
-             tokens = s.tokens - CASE s.field WHEN 0 THEN c.words ELSE c.trigrams END
+             tokens = s.tokens - CASE s.field WHEN 0 THEN c.words ELSE c.raw_words END
          FROM (SELECT count(*) AS docs, coalesce(sum(words), 0) AS words,
-                      coalesce(sum(trigrams), 0) AS trigrams
+                      coalesce(sum(raw_words), 0) AS raw_words
                FROM finder_fragments WHERE skey = ANY($1)) c",
         &[&keys],
     )
@@ -458,7 +458,7 @@ struct Rows {
     line_starts: Vec<i32>,
     line_ends: Vec<i32>,
     words: Vec<i32>,
-    trigrams: Vec<i32>,
+    raw_words: Vec<i32>,
     embeddings: Vec<Option<String>>,
     // finder_postings
     p_fields: Vec<i16>,
@@ -471,7 +471,7 @@ struct Rows {
     r_to: Vec<String>,
     r_kinds: Vec<String>,
     words_total: i64,
-    trigrams_total: i64,
+    raw_words_total: i64,
 }
 
 /// Writes a batch of sources: embeds the fragments that need a vector, then per shard
@@ -528,13 +528,13 @@ fn write_batch(
             let fkey = to_db(finder_index::fragment_key(&source.id, fragment.ordinal).0);
             let indexed = indexed_text(&source.envelope.title, fragment, &settings.index);
             let words = field_terms(&mut analyzers.words, &indexed);
-            let trigrams = settings
+            let raw = settings
                 .index
                 .trigrams
-                .then(|| field_terms(&mut analyzers.trigrams, &indexed));
-            let trigram_len = trigrams.as_ref().map_or(0, |t| t.len);
+                .then(|| field_terms(&mut analyzers.raw, &indexed));
+            let raw_len = raw.as_ref().map_or(0, |t| t.len);
             r.words_total += i64::from(words.len);
-            r.trigrams_total += i64::from(trigram_len);
+            r.raw_words_total += i64::from(raw_len);
             let e = fragment.extent;
             r.fkeys.push(fkey);
             r.owners.push(skey);
@@ -546,9 +546,9 @@ fn write_batch(
             r.line_starts.push(e.line_start as i32);
             r.line_ends.push(e.line_end as i32);
             r.words.push(words.len as i32);
-            r.trigrams.push(trigram_len as i32);
+            r.raw_words.push(raw_len as i32);
             r.embeddings.push(embedding);
-            for (field, t) in [(WORDS, Some(words)), (TRIGRAMS, trigrams)] {
+            for (field, t) in [(WORDS, Some(words)), (RAW, raw)] {
                 let Some(t) = t else { continue };
                 for (term, tf) in t.counts {
                     r.p_fields.push(field);
@@ -657,7 +657,7 @@ fn write_rows(tx: &mut Transaction<'_>, shard: usize, r: &Rows, df: &mut TermCou
     .map_err(db(place("sources")))?;
     tx.execute(
         "INSERT INTO finder_fragments (fkey, skey, ordinal, body, heading, byte_start, byte_end,
-             line_start, line_end, words, trigrams, embedding)
+             line_start, line_end, words, raw_words, embedding)
          SELECT f.fkey, f.skey, f.ordinal, f.body, f.heading, f.bs, f.be, f.ls, f.le, f.w, f.t,
                 f.e::vector
          FROM unnest($1::int8[], $2::int8[], $3::int4[], $4::text[], $5::text[], $6::int8[],
@@ -674,7 +674,7 @@ fn write_rows(tx: &mut Transaction<'_>, shard: usize, r: &Rows, df: &mut TermCou
             &r.line_starts,
             &r.line_ends,
             &r.words,
-            &r.trigrams,
+            &r.raw_words,
             &r.embeddings,
         ],
     )
@@ -691,7 +691,7 @@ fn write_rows(tx: &mut Transaction<'_>, shard: usize, r: &Rows, df: &mut TermCou
     tx.execute(
         "UPDATE finder_stats SET docs = docs + $1::int8,
              tokens = tokens + CASE field WHEN 0 THEN $2::int8 ELSE $3::int8 END",
-        &[&(r.fkeys.len() as i64), &r.words_total, &r.trigrams_total],
+        &[&(r.fkeys.len() as i64), &r.words_total, &r.raw_words_total],
     )
     .map_err(db(place("field statistics")))?;
     if !r.r_skeys.is_empty() {

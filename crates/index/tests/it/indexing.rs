@@ -122,32 +122,53 @@ fn hits_carry_envelope_summary_and_extents_on_the_right_lines() {
 }
 
 #[test]
-fn identifiers_run_the_trigram_list() {
+fn identifiers_and_partial_words_expand_into_indexed_words() {
     let fx = Fixture::new();
     let input = notes(&fx);
     fx.index(&[&input], &Settings::default());
     let finder = fx.open();
+    let trigram = |r: &finder_core::SearchResponse| {
+        r.diagnostics
+            .channels
+            .iter()
+            .find(|c| c.channel.name() == "trigram")
+            .cloned()
+            .unwrap()
+    };
+    // `auto`: the identifier-like word expands (`auth-04` is part of `auth-041`) and joins the
+    // lexical list.
     let response = finder
         .search("AUTH-04", &Settings::default(), 0, 10)
         .unwrap();
-    let trigram = response
-        .diagnostics
-        .channels
-        .iter()
-        .find(|c| c.channel.name() == "trigram")
-        .unwrap();
-    assert_eq!(trigram.status, finder_core::ChannelStatus::Ran);
+    let report = trigram(&response);
+    assert_eq!(report.status, finder_core::ChannelStatus::Ran);
+    assert_eq!(
+        report.reason.as_deref(),
+        Some("1 query word(s) expanded into 1 indexed word(s), scored in the lexical list")
+    );
     assert_eq!(response.hits[0].id, "auth.md");
     let plain = finder
         .search("expired token", &Settings::default(), 0, 10)
         .unwrap();
-    let trigram = plain
-        .diagnostics
-        .channels
-        .iter()
-        .find(|c| c.channel.name() == "trigram")
-        .unwrap();
-    assert_eq!(trigram.status, finder_core::ChannelStatus::Skipped);
+    assert_eq!(trigram(&plain).status, finder_core::ChannelStatus::Skipped);
+
+    // A partial word no stemmed word matches is found only when every word expands (`on`).
+    let mut off = Settings::default();
+    off.set("lexical.trigram=off").unwrap();
+    assert!(finder
+        .search("reauth", &off, 0, 10)
+        .unwrap()
+        .hits
+        .is_empty());
+    let mut on = Settings::default();
+    on.set("lexical.trigram=on").unwrap();
+    let found = finder.search("reauth", &on, 0, 10).unwrap();
+    let found_ids: Vec<&str> = found.hits.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(found_ids, ["auth.md"]);
+    // The expansion weighs what share of the indexed word the query word covers.
+    let exact = finder.search("reauthenticate", &on, 0, 10).unwrap();
+    let lexical = |r: &finder_core::SearchResponse| r.hits[0].explain.parts[0].lists[0].score;
+    assert!(lexical(&found) < lexical(&exact));
 }
 
 #[test]

@@ -112,7 +112,7 @@ fn lexical_search_ingest_and_delete_match_the_embedded_engine() {
     let index = tmp.path().join("index");
     let pair = index_both(&index, &config, std::slice::from_ref(&notes), &settings);
     let mut queries: Vec<String> = support::queries(40, 11).into_iter().map(|q| q.0).collect();
-    // Identifier-like queries run the trigram list too.
+    // Identifier-like queries expand through the trigram channel too.
     queries.extend(["snapshot-1 disk".to_string(), "token_refresh".to_string()]);
     let (_, mean) = compare(&pair, &queries, &settings, "lexical", true);
     assert!(mean >= 0.9);

@@ -1088,7 +1088,7 @@ pub fn queries(rng: &mut Rng, big: bool) -> Vec<String> {
     if big {
         out.push(rng.words(20_000));
         out.push("token ".repeat(200_000));
-        // Many distinct words and identifier-like tokens (the trigram list runs for them).
+        // Many distinct words and identifier-like tokens (the trigram channel expands them).
         out.push((0..30_000).map(|i| format!("w{i}x ")).collect());
         out.push(
             (0..20_000)
