@@ -71,9 +71,13 @@ pub fn expansion_weight(word: &str, term: &[u8], count: u32, settings: &LexicalS
 }
 
 /// Every distinct raw word of one snapshot, and the words each byte trigram occurs in.
+#[derive(Default)]
 pub(crate) struct TermGrams {
-    /// Distinct words, sorted by bytes.
-    words: Vec<Box<[u8]>>,
+    /// The distinct words, sorted by bytes, end to end (a word per entry of `ends`: about
+    /// eight bytes a word besides its own, where a boxed word costs some forty).
+    bytes: Vec<u8>,
+    /// Where each word ends in `bytes` (it starts where the previous one ends).
+    ends: Vec<usize>,
     /// Trigram (three bytes, packed) → the ids of the words holding it, ascending.
     grams: FastMap<u32, Vec<u32>>,
 }
@@ -85,40 +89,85 @@ fn pack(gram: &[u8]) -> u32 {
 impl TermGrams {
     /// Reads the `field` dictionary of every segment of `searcher`.
     pub(crate) fn build(searcher: &Searcher, field: Field) -> tantivy::Result<TermGrams> {
-        let mut words: Vec<Box<[u8]>> = Vec::new();
-        for segment in searcher.segment_readers() {
+        let mut words = TermGrams::default();
+        let segments = searcher.segment_readers();
+        for segment in segments {
             let inverted = segment.inverted_index(field)?;
             let mut stream = inverted.terms().stream()?;
             while stream.advance() {
-                words.push(stream.key().into());
+                words.push(stream.key());
             }
         }
-        words.sort_unstable();
-        words.dedup();
+        if segments.len() > 1 {
+            // Each dictionary is sorted; their union is sorted and deduplicated here.
+            let mut order: Vec<usize> = (0..words.ends.len()).collect();
+            order.sort_unstable_by(|&a, &b| words.word(a).cmp(words.word(b)));
+            order.dedup_by(|a, b| words.word(*a) == words.word(*b));
+            let mut merged = TermGrams::default();
+            for i in order {
+                merged.push(words.word(i));
+            }
+            words = merged;
+        }
+        words.index_grams();
+        Ok(words)
+    }
+
+    /// Words already sorted and distinct (tests).
+    #[cfg(test)]
+    fn from_sorted(words: &[&str]) -> TermGrams {
+        let mut out = TermGrams::default();
+        for w in words {
+            out.push(w.as_bytes());
+        }
+        out.index_grams();
+        out
+    }
+
+    fn push(&mut self, word: &[u8]) {
+        self.bytes.extend_from_slice(word);
+        self.ends.push(self.bytes.len());
+    }
+
+    fn word(&self, id: usize) -> &[u8] {
+        let start = if id == 0 { 0 } else { self.ends[id - 1] };
+        &self.bytes[start..self.ends[id]]
+    }
+
+    fn index_grams(&mut self) {
         let mut grams: FastMap<u32, Vec<u32>> = FastMap::default();
         let mut seen: Vec<u32> = Vec::new();
-        for (id, word) in words.iter().enumerate() {
+        for id in 0..self.ends.len() {
             seen.clear();
-            seen.extend(word.windows(3).map(pack));
+            seen.extend(self.word(id).windows(3).map(pack));
             seen.sort_unstable();
             seen.dedup();
             for &g in &seen {
                 grams.entry(g).or_default().push(id as u32);
             }
         }
-        Ok(TermGrams { words, grams })
+        grams.values_mut().for_each(Vec::shrink_to_fit);
+        self.grams = grams;
     }
 
     /// The dictionary words that hold `word`, as [`pick_expansions`] orders and caps them.
     pub(crate) fn expand(&self, word: &str, cap: usize) -> Vec<&[u8]> {
         let needle = word.as_bytes();
         if needle.len() < MIN_PARTIAL_BYTES {
-            return match self.words.binary_search_by(|w| (**w).cmp(needle)) {
-                Ok(i) => vec![&*self.words[i]],
-                Err(_) => Vec::new(),
-            };
+            // Binary search over the sorted words.
+            let (mut lo, mut hi) = (0, self.ends.len());
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                match self.word(mid).cmp(needle) {
+                    std::cmp::Ordering::Less => lo = mid + 1,
+                    std::cmp::Ordering::Greater => hi = mid,
+                    std::cmp::Ordering::Equal => return vec![self.word(mid)],
+                }
+            }
+            return Vec::new();
         }
-        // The rarest trigram's words are the candidates; `pick_expansions` checks each holds the word.
+        // The rarest trigram's words are the candidates; `pick_expansions` keeps those that
+        // hold the word.
         let mut rarest: Option<&Vec<u32>> = None;
         for g in needle.windows(3).map(pack) {
             match self.grams.get(&g) {
@@ -128,7 +177,7 @@ impl TermGrams {
             }
         }
         let candidates = rarest.map_or_else(Vec::new, |ids| {
-            ids.iter().map(|&id| &*self.words[id as usize]).collect()
+            ids.iter().map(|&id| self.word(id as usize)).collect()
         });
         pick_expansions(word, candidates, cap)
     }
@@ -172,6 +221,12 @@ mod tests {
             pick_expansions("v2", vec![b"v2", b"v2.1"], 8),
             vec![&b"v2"[..]]
         );
+        let grams = TermGrams::from_sorted(&["auth", "auth-041", "author", "oauth", "v2", "zebra"]);
+        assert_eq!(grams.expand("auth", 2), vec![&b"auth"[..], b"oauth"]);
+        assert_eq!(grams.expand("th-0", 8), vec![&b"auth-041"[..]]);
+        assert_eq!(grams.expand("v2", 8), vec![&b"v2"[..]]);
+        assert!(grams.expand("v3", 8).is_empty());
+        assert!(grams.expand("xyz", 8).is_empty());
         let settings = LexicalSettings::default();
         let w = expansion_weight("auth", b"oauth", 2, &settings);
         assert!((w - settings.trigram_weight * 2.0 * 0.8).abs() < 1e-6);
