@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 
 use finder_core::{
     Bm25Params, Channel, ChannelOutcome, Embed, Extent, FastMap, FragmentKey, FragmentMeta, Query,
-    Retriever, SearchResponse, Settings, SourceKey, SourceView, StageTime, TrigramMode,
+    Retriever, SearchResponse, Settings, SourceKey, SourceView, StageTime,
 };
 use serde::Serialize;
 use tantivy::schema::document::{DeserializeError, DocumentDeserialize, DocumentDeserializer};
 use tantivy::schema::{Field, IndexRecordOption, OwnedValue};
 use tantivy::{DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, Term, TERMINATED};
 
-use crate::analyzer::{looks_like_identifier, terms, WORDS};
+use crate::analyzer::{terms, WORDS};
 use crate::error::{IndexError, Result};
 use crate::lexical::{query_terms, top_k_terms};
 use crate::pread::PreadDirectory;
@@ -663,33 +663,17 @@ impl<'a> QueryRun<'a> {
 
     /// What the trigram channel reports for `query` (its expansions joined the lexical list).
     fn trigram_status(&self, query: &str, settings: &Settings) -> ChannelOutcome {
-        match settings.lexical.trigram {
-            TrigramMode::Off => return ChannelOutcome::Skipped("lexical.trigram = off".into()),
-            TrigramMode::Auto if !looks_like_identifier(query) => {
-                return ChannelOutcome::Skipped(
-                    "no identifier-like word in the query (lexical.trigram = auto)".into(),
-                )
-            }
-            _ => {}
-        }
-        if !self.finder.info.settings.trigrams {
-            return ChannelOutcome::Degraded(
-                "the index was built with index.trigrams = false".into(),
-            );
-        }
-        if self.fields().raw.is_none() {
-            return ChannelOutcome::Degraded(
+        let unavailable = if !self.finder.info.settings.trigrams {
+            Some(crate::expand::NOT_INDEXED)
+        } else if self.fields().raw.is_none() {
+            Some(
                 "the index was made before whole words were indexed; re-create it to expand \
-                 partial words and identifiers"
-                    .into(),
-            );
-        }
-        match self.expanded.get() {
-            Some((words, terms)) => ChannelOutcome::Joined(format!(
-                "{words} query word(s) expanded into {terms} indexed word(s), scored in the lexical list"
-            )),
-            None => ChannelOutcome::Skipped("the query has no word to expand".into()),
-        }
+                 partial words and identifiers",
+            )
+        } else {
+            None
+        };
+        crate::expand::channel_outcome(query, &settings.lexical, unavailable, self.expanded.get())
     }
 
     /// A fragment document's body and record, read once per query (a page's hint and its

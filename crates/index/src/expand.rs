@@ -12,7 +12,7 @@
 //! The PostgreSQL backend finds its candidates with SQL and goes through the same
 //! [`expansion_words`], [`pick_expansions`] and [`expansion_weight`], so both stores expand alike.
 
-use finder_core::{FastMap, LexicalSettings, TrigramMode};
+use finder_core::{ChannelOutcome, FastMap, LexicalSettings, TrigramMode};
 use tantivy::schema::Field;
 use tantivy::Searcher;
 
@@ -46,6 +46,38 @@ pub fn expansion_words(query: &str, mode: TrigramMode) -> Vec<(String, u32)> {
         }
     }
     out
+}
+
+/// Why the trigram channel cannot run on an index built with `index.trigrams = false`.
+pub const NOT_INDEXED: &str = "the index was built with index.trigrams = false";
+
+/// What the trigram channel reports for `query` in either store: skipped when the mode or the
+/// query leave nothing to expand, degraded when the store cannot expand (`unavailable` says
+/// why), otherwise what the lexical list took from it (`expanded`: query words, indexed words).
+pub fn channel_outcome(
+    query: &str,
+    settings: &LexicalSettings,
+    unavailable: Option<&str>,
+    expanded: Option<(usize, usize)>,
+) -> ChannelOutcome {
+    match settings.trigram {
+        TrigramMode::Off => return ChannelOutcome::Skipped("lexical.trigram = off".into()),
+        TrigramMode::Auto if !looks_like_identifier(query) => {
+            return ChannelOutcome::Skipped(
+                "no identifier-like word in the query (lexical.trigram = auto)".into(),
+            )
+        }
+        _ => {}
+    }
+    if let Some(why) = unavailable {
+        return ChannelOutcome::Degraded(why.to_string());
+    }
+    match expanded {
+        Some((words, terms)) => ChannelOutcome::Joined(format!(
+            "{words} query word(s) expanded into {terms} indexed word(s), scored in the lexical list"
+        )),
+        None => ChannelOutcome::Skipped("the query has no word to expand".into()),
+    }
 }
 
 /// Of `candidates` (dictionary words), those that hold `word` — only `word` itself when it is

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use finder_core::{
     bm25_idf, Channel, ChannelOutcome, Embed, EmbedBackend, Extent, FragmentKey, FragmentMeta,
     GraphState, Query, RankedList, Retriever, ScoredFragment, SearchResponse, Settings, SourceKey,
-    SourceView, StageTime, TrigramMode,
+    SourceView, StageTime,
 };
 use postgres::Client;
 
@@ -413,26 +413,14 @@ impl PgQuery<'_> {
 
     /// What the trigram channel reports for `query` (its expansions joined the lexical list).
     fn trigram_status(&self, query: &str, settings: &Settings) -> ChannelOutcome {
-        match settings.lexical.trigram {
-            TrigramMode::Off => return ChannelOutcome::Skipped("lexical.trigram = off".into()),
-            TrigramMode::Auto if !finder_index::looks_like_identifier(query) => {
-                return ChannelOutcome::Skipped(
-                    "no identifier-like word in the query (lexical.trigram = auto)".into(),
-                )
-            }
-            _ => {}
-        }
-        if !self.finder.settings.index.trigrams {
-            return ChannelOutcome::Degraded(
-                "the index was built with index.trigrams = false".into(),
-            );
-        }
-        match self.expanded.get() {
-            Some((words, terms)) => ChannelOutcome::Joined(format!(
-                "{words} query word(s) expanded into {terms} indexed word(s), scored in the lexical list"
-            )),
-            None => ChannelOutcome::Skipped("the query has no word to expand".into()),
-        }
+        let unavailable =
+            (!self.finder.settings.index.trigrams).then_some(finder_index::expand::NOT_INDEXED);
+        finder_index::expand::channel_outcome(
+            query,
+            &settings.lexical,
+            unavailable,
+            self.expanded.get(),
+        )
     }
 
     fn dim(&self) -> Option<usize> {
