@@ -3,13 +3,15 @@
 //!
 //! Text and aliases are folded the same way: split into words on every non-alphanumeric
 //! character, lowercased and accent-folded with the same tantivy filters as the lexical
-//! index, and joined by single spaces (`Jean-Luc Godard` → `jean luc godard`). One
-//! Aho–Corasick automaton over the surviving aliases (those the frequency cap drops later are
-//! matched and ignored, not rebuilt away), each padded with a space on both sides,
-//! scans the padded folded text, so every match is a whole-word match. The scan is
-//! overlapping and the leftmost-longest choice is made afterwards among whole-word matches
-//! only: a leftmost-longest automaton could stop on a match that is not whole-word (`ab c`
-//! in `ab cd`) and hide a whole-word one that overlaps it (`cd`).
+//! index, and joined by single spaces (`Jean-Luc Godard` → `jean luc godard`). Every run of
+//! words an alias could start is in one hash table, keyed by a hash of its words: from each
+//! word of the folded text the scan extends the run word by word while some alias still
+//! starts with it, and reports the runs that are an alias (checked byte for byte, so a hash
+//! collision costs a comparison, never a wrong match). Matches are therefore whole words by
+//! construction, overlapping ones included; the leftmost-longest choice is made afterwards.
+//! A scan costs a table lookup or two per word, whatever the number of aliases (an
+//! Aho–Corasick automaton over a million titles was scanned once per 8 MB shard, byte by
+//! byte, and took a gigabyte to build).
 //!
 //! Aliases are filtered when the matcher is built, and every alias left out is reported with
 //! its reason so a missing edge can be explained: too short, a single stop word, shadowed by
@@ -19,7 +21,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::ops::Range;
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use finder_core::FastMap;
 use tantivy::tokenizer::{AsciiFoldingFilter, LowerCaser, SimpleTokenizer, TextAnalyzer};
 
 use super::stop_words::is_stop_word;
@@ -217,7 +219,7 @@ fn on_every_core<T: Sync, R: Send>(items: &[T], f: impl Fn(&[T]) -> R + Sync) ->
     })
 }
 
-/// The automaton could not be built (too many aliases for its state ids).
+/// The matcher could not be built (more aliases than its 32-bit alias numbers hold).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("cannot build the mention matcher: {0}")]
 pub struct MentionBuildError(String);
@@ -228,26 +230,80 @@ pub struct MentionBuildError(String);
 pub struct MentionMatcher {
     config: MentionConfig,
     aliases: Vec<Alias>,
-    /// The automata over the patterns, each with the index of its first pattern: see
-    /// [`SHARD_BYTES`].
-    automata: Vec<(AhoCorasick, u32)>,
-    /// The alias (index into `aliases`) of each automaton pattern; [`NO_ALIAS`] for one
-    /// the frequency cap dropped after the automaton was built (it is matched, and
-    /// ignored: rebuilding the automaton without it would hold two at once, a gigabyte
-    /// at a million titles).
-    pattern_alias: Vec<u32>,
+    /// The aliases by the hashes of their words.
+    table: WordTable,
     dropped: Vec<DroppedAlias>,
 }
 
-/// A pattern whose alias was dropped, see `MentionMatcher::pattern_alias`.
+/// No alias: the end of a [`WordTable::same_hash`] chain, or a run no alias ends with.
 const NO_ALIAS: u32 = u32::MAX;
 
-/// Pattern bytes per automaton. While aho-corasick builds an automaton it holds about 50
-/// bytes per pattern byte (its build-time trie) and keeps about 11: a million titles in one
-/// automaton took 1.7 GB at once. Shards bound that; a text is scanned once per shard (one
-/// shard up to about 200,000 titles), and the matches are the same: the scan reports every
-/// occurrence and [`MentionMatcher::find`] chooses among them.
-const SHARD_BYTES: usize = 8 << 20;
+/// The first value of a run's hash, before its first word ([`extend`]).
+const RUN_SEED: u64 = 0x243f_6a88_85a3_08d3;
+
+/// The hash of a run of words after one more word whose own hash is `word`.
+fn extend(run: u64, word: u64) -> u64 {
+    (run.rotate_left(23) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// A folded word's hash.
+fn word_hash(word: &str) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(word.as_bytes())
+}
+
+/// What the table knows of one run of words (by its hash).
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    /// The last alias added whose words hash to this run's ([`NO_ALIAS`] when none); the
+    /// others follow through [`WordTable::same_hash`].
+    alias: u32,
+    /// Some alias has more words after a run with this hash: the scan goes on.
+    longer: bool,
+}
+
+/// Aliases by the hashes of their words: every prefix of every alias is a key.
+#[derive(Debug, Clone)]
+struct WordTable {
+    runs: FastMap<u64, Run>,
+    /// Per alias, the next alias whose words hash the same ([`NO_ALIAS`] ends the chain).
+    same_hash: Vec<u32>,
+    /// The most words in an alias: no scan goes further.
+    max_words: usize,
+    /// Run hashes are masked with this (all ones; tests narrow it to force collisions).
+    mask: u64,
+}
+
+impl WordTable {
+    fn new(aliases: &[Alias], mask: u64) -> WordTable {
+        let mut table = WordTable {
+            runs: FastMap::default(),
+            same_hash: vec![NO_ALIAS; aliases.len()],
+            max_words: 0,
+            mask,
+        };
+        table.runs.reserve(aliases.len());
+        for (index, alias) in aliases.iter().enumerate() {
+            let words = alias.folded.split(' ').count();
+            table.max_words = table.max_words.max(words);
+            let mut run = RUN_SEED;
+            for (k, word) in alias.folded.split(' ').enumerate() {
+                run = extend(run, word_hash(word));
+                let entry = table.runs.entry(run & mask).or_insert(Run {
+                    alias: NO_ALIAS,
+                    longer: false,
+                });
+                if k + 1 < words {
+                    entry.longer = true;
+                } else {
+                    table.same_hash[index] = entry.alias;
+                    entry.alias = index as u32;
+                }
+            }
+        }
+        table
+    }
+}
 
 /// The entities (each with its alias as written) that gave one folded alias themselves, and
 /// those that got it by dropping a disambiguator.
@@ -271,14 +327,14 @@ impl MentionMatcher {
         A: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        Self::build_in_shards(entities, config, SHARD_BYTES)
+        Self::build_masked(entities, config, u64::MAX)
     }
 
-    /// [`MentionMatcher::build`] with automata of at most `shard_bytes` pattern bytes.
-    fn build_in_shards<I, A, S>(
+    /// [`MentionMatcher::build`] with run hashes masked by `mask` (tests force collisions).
+    fn build_masked<I, A, S>(
         entities: I,
         config: &MentionConfig,
-        shard_bytes: usize,
+        mask: u64,
     ) -> Result<Self, MentionBuildError>
     where
         I: IntoIterator<Item = (u32, A)>,
@@ -343,13 +399,18 @@ impl MentionMatcher {
             owners.sort_by_key(|(e, _)| *e);
             aliases.push(Alias { folded, owners });
         }
-        let automata = automata(&aliases, shard_bytes)?;
-        let pattern_alias = (0..aliases.len() as u32).collect();
+        if aliases.len() >= NO_ALIAS as usize {
+            return Err(MentionBuildError(format!(
+                "{} distinct aliases; at most {}",
+                aliases.len(),
+                NO_ALIAS - 1
+            )));
+        }
+        let table = WordTable::new(&aliases, mask);
         Ok(MentionMatcher {
             config: config.clone(),
             aliases,
-            automata,
-            pattern_alias,
+            table,
             dropped,
         })
     }
@@ -431,19 +492,18 @@ impl MentionMatcher {
         let MentionMatcher {
             config,
             aliases,
-            automata,
-            pattern_alias,
+            table,
             mut dropped,
         } = self;
-        // the new index of each alias, NO_ALIAS when it is dropped
-        let mut renumber = Vec::with_capacity(aliases.len());
+        let mask = table.mask;
+        // The table is made again over the kept aliases, after this one is gone.
+        drop(table);
         let of = counts.fragments;
         let cap = config.max_df * of as f64;
         let mut kept = Vec::with_capacity(aliases.len());
         for (index, alias) in aliases.into_iter().enumerate() {
             let found = counts.of_alias(index);
             if found > config.df_floor && config.max_df < 1.0 && found as f64 > cap {
-                renumber.push(NO_ALIAS);
                 for (entity, name) in alias.owners {
                     dropped.push(DroppedAlias {
                         entity,
@@ -457,20 +517,14 @@ impl MentionMatcher {
                     });
                 }
             } else {
-                renumber.push(kept.len() as u32);
                 kept.push(alias);
             }
         }
-        // The automata stay: their dropped patterns are matched and ignored.
-        let pattern_alias = pattern_alias
-            .into_iter()
-            .map(|a| renumber.get(a as usize).copied().unwrap_or(NO_ALIAS))
-            .collect();
+        let table = WordTable::new(&kept, mask);
         Ok(MentionMatcher {
             config,
             aliases: kept,
-            automata,
-            pattern_alias,
+            table,
             dropped,
         })
     }
@@ -544,17 +598,35 @@ impl MentionMatcher {
     /// Calls `hit(alias, span)` for every whole-word alias occurrence, overlapping ones
     /// included; `span` is in the padded folded text, padding spaces included.
     fn scan(&self, words: &Words, mut hit: impl FnMut(usize, Range<usize>)) {
-        if words.spans.is_empty() {
+        let table = &self.table;
+        if words.spans.is_empty() || table.runs.is_empty() {
             return;
         }
-        for (automaton, first) in &self.automata {
-            let Ok(matches) = automaton.try_find_overlapping_iter(words.padded.as_str()) else {
-                continue;
-            };
-            for m in matches {
-                let alias = self.pattern_alias[*first as usize + m.pattern().as_usize()];
-                if alias != NO_ALIAS {
-                    hit(alias as usize, m.start()..m.end());
+        let hashes: Vec<u64> = words
+            .spans
+            .iter()
+            .map(|&(start, end, _)| word_hash(&words.padded[start..end]))
+            .collect();
+        let padded = words.padded.as_bytes();
+        for first in 0..hashes.len() {
+            let start = words.spans[first].0;
+            let mut run = RUN_SEED;
+            for last in first..hashes.len().min(first + table.max_words) {
+                run = extend(run, hashes[last]);
+                let Some(found) = table.runs.get(&(run & table.mask)) else {
+                    break;
+                };
+                let end = words.spans[last].1;
+                let mut alias = found.alias;
+                while alias != NO_ALIAS {
+                    if self.aliases[alias as usize].folded.as_bytes() == &padded[start..end] {
+                        // The span takes in the padding spaces on both sides.
+                        hit(alias as usize, start - 1..end + 1);
+                    }
+                    alias = table.same_hash[alias as usize];
+                }
+                if !found.longer {
+                    break;
                 }
             }
         }
@@ -605,38 +677,6 @@ fn filter(folded: &str, config: &MentionConfig) -> Option<DropReason> {
     None
 }
 
-/// The automata over `aliases` (each padded with a space each side), each over a run of
-/// aliases of at most `shard_bytes` pattern bytes (a longer alias alone), with the index of
-/// its first.
-fn automata(
-    aliases: &[Alias],
-    shard_bytes: usize,
-) -> Result<Vec<(AhoCorasick, u32)>, MentionBuildError> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < aliases.len() {
-        let mut end = start;
-        let mut bytes = 0;
-        while end < aliases.len()
-            && (end == start || bytes + aliases[end].folded.len() + 2 <= shard_bytes)
-        {
-            bytes += aliases[end].folded.len() + 2;
-            end += 1;
-        }
-        let automaton = AhoCorasick::builder()
-            .match_kind(MatchKind::Standard)
-            .build(
-                aliases[start..end]
-                    .iter()
-                    .map(|a| format!(" {} ", a.folded)),
-            )
-            .map_err(|e| MentionBuildError(e.to_string()))?;
-        out.push((automaton, start as u32));
-        start = end;
-    }
-    Ok(out)
-}
-
 /// A text's folded words: ` w1 w2 … wn ` (padded with one space each side) and where each
 /// word lies, there and in the text.
 struct Words {
@@ -647,6 +687,9 @@ struct Words {
 
 impl Words {
     fn of(text: &str) -> Words {
+        if text.is_ascii() {
+            return Words::of_ascii(text);
+        }
         let mut analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
             .filter(LowerCaser)
             .filter(AsciiFoldingFilter)
@@ -672,6 +715,39 @@ impl Words {
                 continue;
             }
             spans.push((start, padded.len(), token.offset_from..token.offset_to));
+            padded.push(' ');
+        }
+        if spans.is_empty() {
+            padded.push(' ');
+        }
+        Words { padded, spans }
+    }
+
+    /// [`Words::of`] for ASCII text, without the analyzer: its words are the runs of ASCII
+    /// letters and digits (what the tokenizer splits on), lowercased (all the filters do to
+    /// them).
+    fn of_ascii(text: &str) -> Words {
+        let bytes = text.as_bytes();
+        let mut padded = String::with_capacity(text.len() + 2);
+        padded.push(' ');
+        let mut spans = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            if !bytes[at].is_ascii_alphanumeric() {
+                at += 1;
+                continue;
+            }
+            let from = at;
+            while at < bytes.len() && bytes[at].is_ascii_alphanumeric() {
+                at += 1;
+            }
+            let start = padded.len();
+            padded.extend(
+                bytes[from..at]
+                    .iter()
+                    .map(|b| b.to_ascii_lowercase() as char),
+            );
+            spans.push((start, padded.len(), from..at));
             padded.push(' ');
         }
         if spans.is_empty() {
@@ -1025,30 +1101,79 @@ mod tests {
             prop_assert_eq!(fast_sorted, slow);
         }
 
-        /// Automata in shards (here down to one alias each) find what one automaton finds,
-        /// frequency cap included.
+        /// With run hashes of two bits, nearly every run collides with another: the byte
+        /// comparison alone decides, and the matches are still exactly the brute force's.
         #[test]
-        fn sharded_automata_find_what_one_finds(
+        fn colliding_hashes_find_what_brute_force_finds(
+            names in proptest::collection::vec("(ab|abc|cd|é|E)( (ab|abc|cd|é|E)){0,2}", 1..6),
+            text in "((ab|abc|cd|é|E|x)(-| |, |'|\\.)){0,12}",
+        ) {
+            let cfg = MentionConfig { min_chars: 1, stop_words: false, ..config() };
+            let entities: Vec<(u32, Vec<String>)> =
+                names.iter().enumerate().map(|(i, n)| (i as u32, vec![n.clone()])).collect();
+            let m = MentionMatcher::build_masked(entities.clone(), &cfg, 0b11).unwrap();
+            let mut aliases: Vec<(u32, String)> =
+                entities.iter().map(|(e, n)| (*e, fold(&n[0]))).collect();
+            aliases.sort();
+            aliases.dedup();
+            let mut fast: Vec<(u32, String)> = m
+                .find(&text)
+                .into_iter()
+                .map(|x| (x.entity, fold(&text[x.range])))
+                .collect();
+            let mut slow = brute_force(&aliases, &text);
+            fast.sort();
+            slow.sort();
+            prop_assert_eq!(fast, slow);
+        }
+
+        /// The frequency cap leaves a matcher that finds what one built from the kept
+        /// aliases alone finds.
+        #[test]
+        fn a_capped_matcher_finds_what_one_of_its_kept_aliases_finds(
             names in proptest::collection::vec("(ab|abc|cd|é|E)( (ab|abc|cd|é|E)){0,2}", 1..8),
             texts in proptest::collection::vec("((ab|abc|cd|é|E|x)(-| |, |'|\\.)){0,12}", 1..6),
-            shard_bytes in 1usize..12,
         ) {
             let cfg = MentionConfig { min_chars: 1, stop_words: false, max_df: 0.5, df_floor: 1 };
             let entities: Vec<(u32, Vec<String>)> =
                 names.iter().enumerate().map(|(i, n)| (i as u32, vec![n.clone()])).collect();
             let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let one = MentionMatcher::build_in_shards(entities.clone(), &cfg, usize::MAX).unwrap();
-            let many = MentionMatcher::build_in_shards(entities, &cfg, shard_bytes).unwrap();
-            prop_assert!(many.automata.len() >= one.automata.len());
-            let (one_counts, many_counts) = (one.count_all(&texts), many.count_all(&texts));
-            let (one, many) = (
-                one.apply_df_cap(&one_counts).unwrap(),
-                many.apply_df_cap(&many_counts).unwrap(),
-            );
-            prop_assert_eq!(one.aliases().collect::<Vec<_>>(), many.aliases().collect::<Vec<_>>());
+            let capped =
+                MentionMatcher::build_with_corpus(entities.clone(), &cfg, texts.iter().copied())
+                    .unwrap();
+            let kept: Vec<(u32, Vec<String>)> = (0..capped.aliases().len())
+                .flat_map(|a| capped.alias_owners(a).iter().map(|(e, n)| (*e, vec![n.clone()])))
+                .collect();
+            let plain = MentionMatcher::build(kept, &cfg).unwrap();
+            prop_assert_eq!(capped.aliases().collect::<Vec<_>>(), plain.aliases().collect::<Vec<_>>());
             for text in texts {
-                prop_assert_eq!(one.find(text), many.find(text));
+                let spans = |m: &MentionMatcher| -> Vec<(u32, Range<usize>)> {
+                    m.find(text).into_iter().map(|x| (x.entity, x.range)).collect()
+                };
+                prop_assert_eq!(spans(&capped), spans(&plain));
             }
+        }
+
+        /// ASCII text folds the same without the analyzer as with it.
+        #[test]
+        fn ascii_words_are_the_analyzers_words(text in "[ -~\t\n]{0,80}") {
+            let fast = Words::of_ascii(&text);
+            let mut analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
+                .filter(LowerCaser)
+                .filter(AsciiFoldingFilter)
+                .build();
+            let mut stream = analyzer.token_stream(&text);
+            let mut slow = Vec::new();
+            while stream.advance() {
+                let t = stream.token();
+                slow.push((t.text.clone(), t.offset_from..t.offset_to));
+            }
+            let fast: Vec<(String, Range<usize>)> = fast
+                .spans
+                .iter()
+                .map(|(s, e, r)| (fast.padded[*s..*e].to_string(), r.clone()))
+                .collect();
+            prop_assert_eq!(fast, slow);
         }
 
         #[test]
