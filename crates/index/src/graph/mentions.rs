@@ -611,8 +611,9 @@ impl MentionMatcher {
         for first in 0..hashes.len() {
             let start = words.spans[first].0;
             let mut run = RUN_SEED;
-            for last in first..hashes.len().min(first + table.max_words) {
-                run = extend(run, hashes[last]);
+            let reach = hashes.len().min(first + table.max_words);
+            for (last, &word) in hashes.iter().enumerate().take(reach).skip(first) {
+                run = extend(run, word);
                 let Some(found) = table.runs.get(&(run & table.mask)) else {
                     break;
                 };
