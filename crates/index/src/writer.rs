@@ -5,6 +5,7 @@
 //! leaves the previous commit intact. A source whose input fails to read this time keeps
 //! its indexed version.
 
+use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -12,7 +13,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use finder_core::Settings;
 use tantivy::collector::DocSetCollector;
 use tantivy::query::TermQuery;
-use tantivy::schema::{IndexRecordOption, Value};
+use tantivy::schema::document::{DeserializeError, DocumentDeserialize, DocumentDeserializer};
+use tantivy::schema::{IndexRecordOption, OwnedValue, Value};
 use tantivy::{doc, Index, IndexSettings, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use crate::document::{Problem, SourceDoc};
@@ -439,13 +441,13 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
     Ok((index, fields))
 }
 
-/// Calls `f` with every live stored document of the last commit (the derived layers —
-/// vectors, graph — are built from this walk). The store is read with positioned reads,
+/// Calls `f` with every live stored document of the last commit, decoded as `D`, in stored
+/// order (the derived layers — vectors, graph — are built from this walk). The store is read with positioned reads,
 /// not through memory maps ([`crate::pread`]), so a walk over a large index does not leave
 /// the whole store resident in the process.
-pub(crate) fn for_each_stored(
+pub(crate) fn for_each_stored<D: DocumentDeserialize>(
     dir: &Path,
-    f: &mut dyn FnMut(&TantivyDocument) -> Result<()>,
+    f: &mut dyn FnMut(D) -> Result<()>,
 ) -> Result<()> {
     let err = |e| store_error(dir, e);
     let path = dir.join(LEXICAL_DIR);
@@ -460,15 +462,79 @@ pub(crate) fn for_each_stored(
         .map_err(err)?;
     let searcher = reader.searcher();
     for segment in searcher.segment_readers() {
+        // Read in stored order, each block decompressed once: no cache to keep.
         let store = segment
-            .get_store_reader(64)
+            .get_store_reader(0)
             .map_err(|e| store_error(dir, e.into()))?;
-        for doc_id in segment.doc_ids_alive() {
-            let doc: TantivyDocument = store.get(doc_id).map_err(err)?;
-            f(&doc)?;
+        for doc in store.iter::<D>(segment.alive_bitset()) {
+            f(doc.map_err(err)?)?;
         }
     }
     Ok(())
+}
+
+/// A fragment document's stored fields before its vector: what a walk over every fragment
+/// needs but the vectors' build (the given vector, 1.5 KB at 384 dimensions that tantivy
+/// decodes a byte at a time, is stored after these and is not read).
+#[derive(Debug, Default)]
+pub(crate) struct StoredHead {
+    pub source_id: String,
+    pub fragment_key: u64,
+    pub ordinal: u64,
+    pub body: String,
+    pub meta: String,
+}
+
+thread_local! {
+    /// The fields of the index [`for_each_head`] walks: tantivy makes a document type without
+    /// context, so the walk names them here first (the documents are decoded on its thread).
+    static HEAD_FIELDS: Cell<Option<Fields>> = const { Cell::new(None) };
+}
+
+impl DocumentDeserialize for StoredHead {
+    fn deserialize<'de, D: DocumentDeserializer<'de>>(
+        mut doc: D,
+    ) -> std::result::Result<Self, DeserializeError> {
+        let fields = HEAD_FIELDS
+            .with(Cell::get)
+            .ok_or_else(|| DeserializeError::custom("no fields named to read"))?;
+        let mut head = StoredHead::default();
+        let mut seen = [false; 5];
+        while !seen.iter().all(|&s| s) {
+            let Some((field, value)) = doc.next_field::<OwnedValue>()? else {
+                break;
+            };
+            match value {
+                OwnedValue::Str(text) if field == fields.source_id => {
+                    (head.source_id, seen[0]) = (text, true);
+                }
+                OwnedValue::Str(text) if field == fields.body => {
+                    (head.body, seen[1]) = (text, true)
+                }
+                OwnedValue::Str(text) if field == fields.meta => {
+                    (head.meta, seen[2]) = (text, true)
+                }
+                OwnedValue::U64(n) if field == fields.fragment_key => {
+                    (head.fragment_key, seen[3]) = (n, true);
+                }
+                OwnedValue::U64(n) if field == fields.ordinal => {
+                    (head.ordinal, seen[4]) = (n, true)
+                }
+                _ => {}
+            }
+        }
+        Ok(head)
+    }
+}
+
+/// [`for_each_stored`] with each fragment's [`StoredHead`].
+pub(crate) fn for_each_head(
+    dir: &Path,
+    fields: Fields,
+    f: &mut dyn FnMut(StoredHead) -> Result<()>,
+) -> Result<()> {
+    HEAD_FIELDS.with(|named| named.set(Some(fields)));
+    for_each_stored(dir, f)
 }
 
 /// The payload of the last commit, `None` for a fresh index.

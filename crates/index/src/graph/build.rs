@@ -13,13 +13,12 @@ use std::time::Instant;
 
 use finder_core::{GraphSettings, LinkOrder, RelationKind, Settings};
 use serde::{Deserialize, Serialize};
-use tantivy::schema::Value;
 
 use super::{links, tags, LinkResolver, LinkStyle, MentionConfig, MentionMatcher};
 use crate::error::{IndexError, Result};
 use crate::record::FragmentRecord;
 use crate::schema::Fields;
-use crate::writer::{commit_info, for_each_stored, open_or_create};
+use crate::writer::{commit_info, for_each_head, open_or_create};
 
 /// Sub-folder of the index folder holding the graph.
 pub(crate) const GRAPH_DIR: &str = "graph";
@@ -331,18 +330,11 @@ fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
     // source's 200 bytes in twice as many slots
     let mut by_id: HashMap<String, usize> = HashMap::new();
     let mut sources: Vec<GraphSource> = Vec::new();
-    for_each_stored(dir, &mut |doc| {
-        let text = |f| doc.get_first(f).and_then(|v| v.as_str()).unwrap_or("");
-        let id = text(fields.source_id).to_string();
-        let key = doc
-            .get_first(fields.fragment_key)
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0);
-        let ordinal = doc
-            .get_first(fields.ordinal)
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0) as u32;
-        let record: Option<FragmentRecord> = serde_json::from_str(text(fields.meta)).ok();
+    for_each_head(dir, fields, &mut |doc| {
+        let id = doc.source_id;
+        let key = doc.fragment_key;
+        let ordinal = doc.ordinal as u32;
+        let record: Option<FragmentRecord> = serde_json::from_str(&doc.meta).ok();
         let at = *by_id.entry(id.clone()).or_insert_with(|| {
             sources.push(GraphSource::new(
                 id,
@@ -432,14 +424,9 @@ impl Texts for Stored<'_> {
             f(&share);
             owned.clear();
         };
-        for_each_stored(self.dir, &mut |doc| {
-            let key = doc
-                .get_first(self.fields.fragment_key)
-                .and_then(|v| v.as_u64())
-                .unwrap_or(0);
-            if let Some(&node) = self.nodes.get(&key) {
-                let body = doc.get_first(self.fields.body).and_then(|v| v.as_str());
-                owned.push((node, body.unwrap_or("").to_string()));
+        for_each_head(self.dir, self.fields, &mut |doc| {
+            if let Some(&node) = self.nodes.get(&doc.fragment_key) {
+                owned.push((node, doc.body));
                 if owned.len() == TEXT_SHARE {
                     flush(&mut owned);
                 }

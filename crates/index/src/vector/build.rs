@@ -14,6 +14,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use finder_core::{Embed, Settings};
 use serde::Serialize;
 use tantivy::schema::Value;
+use tantivy::TantivyDocument;
 
 use super::ann::{Hnsw, HnswParams};
 use super::rows::Rows;
@@ -318,7 +319,7 @@ fn embed_texts(dir: &Path, settings: &Settings, precomputed: bool, dim: usize) -
     let mut out = Vec::new();
     let mut vectors = Rows::with_capacity(dim, 0);
     let mut row = Vec::with_capacity(dim);
-    for_each_stored(dir, &mut |doc| {
+    for_each_stored(dir, &mut |doc: TantivyDocument| {
         let text = |f| doc.get_first(f).and_then(|v| v.as_str()).unwrap_or("");
         let body = text(fields.body);
         if body.trim().is_empty() {
