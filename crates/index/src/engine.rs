@@ -122,6 +122,8 @@ pub struct Finder {
     /// The raw words' trigrams, for the searcher generation they were read from (built by the
     /// first query that expands a word).
     grams: std::sync::Mutex<Option<(u64, Arc<crate::expand::TermGrams>)>>,
+    /// Every segment's key columns, for the searcher generation they were opened from.
+    columns: std::sync::Mutex<Option<(u64, Arc<Vec<KeyColumns>>)>>,
 }
 
 /// Applies query-time overrides to `base`, the settings an index was opened with, whose
@@ -205,6 +207,7 @@ impl Finder {
         Ok(Finder {
             addresses: std::sync::Mutex::new(None),
             grams: std::sync::Mutex::new(None),
+            columns: std::sync::Mutex::new(None),
             dir: dir.to_path_buf(),
             index,
             reader,
@@ -407,7 +410,7 @@ struct Seen {
     entity: bool,
 }
 
-/// A segment's key columns, opened once per query.
+/// A segment's key columns.
 struct KeyColumns {
     fragment_key: tantivy::columnar::Column<u64>,
     source_key: tantivy::columnar::Column<u64>,
@@ -420,7 +423,8 @@ struct QueryRun<'a> {
     finder: &'a Finder,
     searcher: Searcher,
     seen: RefCell<FastMap<FragmentKey, Seen>>,
-    columns: RefCell<FastMap<u32, KeyColumns>>,
+    /// Every segment's key columns, by segment ordinal (see `QueryRun::key_columns`).
+    columns: RefCell<Option<Arc<Vec<KeyColumns>>>>,
     /// Where each seen source's first fragment (the one holding its record) is.
     firsts: RefCell<FastMap<SourceKey, DocAddress>>,
     /// Stored fragments read so far (a page's source and its hints are often one document).
@@ -500,25 +504,46 @@ impl<'a> QueryRun<'a> {
         store_error(&self.finder.dir, e)
     }
 
-    /// Reads keys of a fragment document and remembers them for later stages.
-    fn remember(&self, address: DocAddress) -> Result<FragmentKey> {
-        let mut columns = self.columns.borrow_mut();
-        let c = match columns.entry(address.segment_ord) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                let fast = self
-                    .searcher
-                    .segment_reader(address.segment_ord)
-                    .fast_fields();
-                let column = |name: &str| fast.u64(name).map_err(|e| self.err(e));
-                slot.insert(KeyColumns {
-                    fragment_key: column("fragment_key")?,
-                    source_key: column("source_key")?,
-                    ordinal: column("ordinal")?,
-                    entity: self.fields().entity.and_then(|_| fast.u64("entity").ok()),
-                })
+    /// Every segment's key columns, opened once per searcher generation (opening them was
+    /// a few percent of a query) and shared by the queries that read it.
+    fn key_columns(&self) -> Result<Arc<Vec<KeyColumns>>> {
+        if let Some(columns) = self.columns.borrow().as_ref() {
+            return Ok(Arc::clone(columns));
+        }
+        let generation = self.searcher.generation().generation_id();
+        let mut cache = self.finder.columns.lock().unwrap_or_else(|e| e.into_inner());
+        let columns = match cache.as_ref() {
+            Some((g, columns)) if *g == generation => Arc::clone(columns),
+            _ => {
+                let mut all = Vec::new();
+                for segment in self.searcher.segment_readers() {
+                    let fast = segment.fast_fields();
+                    let column = |name: &str| fast.u64(name).map_err(|e| self.err(e));
+                    all.push(KeyColumns {
+                        fragment_key: column("fragment_key")?,
+                        source_key: column("source_key")?,
+                        ordinal: column("ordinal")?,
+                        entity: self.fields().entity.and_then(|_| fast.u64("entity").ok()),
+                    });
+                }
+                let all = Arc::new(all);
+                *cache = Some((generation, Arc::clone(&all)));
+                all
             }
         };
+        *self.columns.borrow_mut() = Some(Arc::clone(&columns));
+        Ok(columns)
+    }
+
+    /// Reads keys of a fragment document and remembers them for later stages.
+    fn remember(&self, address: DocAddress) -> Result<FragmentKey> {
+        let columns = self.key_columns()?;
+        let c = columns
+            .get(address.segment_ord as usize)
+            .ok_or_else(|| IndexError::Corrupt {
+                path: self.finder.dir.clone(),
+                reason: format!("no segment {}", address.segment_ord),
+            })?;
         let read = |column: &tantivy::columnar::Column<u64>, name: &str| -> Result<u64> {
             column
                 .first(address.doc_id)

@@ -66,24 +66,20 @@ fn collapse_whitespace(body: &str) -> Cow<'_, str> {
 }
 
 /// Whether `text` has single spaces between words and no other whitespace, at either end
-/// included. A byte loop: decoding every character to ask whether it is whitespace was most
-/// of a preview's time. Unicode whitespace beyond ASCII is multibyte, so only a text with
-/// non-ASCII bytes is also checked by character.
+/// included. Whole-slice SIMD searches (`memchr`, `is_ascii`): a loop over the bytes, even
+/// one without decoding characters, was most of a preview's time. Unicode whitespace beyond
+/// ASCII is multibyte, so only a text with non-ASCII bytes is also checked by character.
 fn is_collapsed(text: &str) -> bool {
-    let mut after_space = true;
-    let mut ascii = true;
-    for &b in text.as_bytes() {
-        match b {
-            b' ' if after_space => return false,
-            b' ' => after_space = true,
-            b'\t' | b'\n' | 0x0B | 0x0C | b'\r' => return false,
-            _ => {
-                ascii &= b.is_ascii();
-                after_space = false;
-            }
-        }
-    }
-    !after_space && (ascii || !text.chars().any(|c| !c.is_ascii() && c.is_whitespace()))
+    let bytes = text.as_bytes();
+    let (Some(&first), Some(&last)) = (bytes.first(), bytes.last()) else {
+        return false;
+    };
+    first != b' '
+        && last != b' '
+        && memchr::memchr3(b'\t', b'\n', b'\r', bytes).is_none()
+        && memchr::memchr2(0x0B, 0x0C, bytes).is_none()
+        && memchr::memmem::find(bytes, b"  ").is_none()
+        && (text.is_ascii() || !text.chars().any(|c| !c.is_ascii() && c.is_whitespace()))
 }
 
 /// The byte offset of the character `chars` characters after byte offset `from`.
@@ -194,6 +190,16 @@ mod tests {
             }
             let query = query.join(" ");
             prop_assert_eq!(preview(&body, &query, max), preview_plain(&body, &query, max));
+        }
+
+        /// A text is collapsed exactly when collapsing it changes nothing.
+        #[test]
+        fn collapsed_means_collapsing_changes_nothing(
+            text in "[ab日 \t\n\r\u{b}\u{c}\u{85}\u{a0}\u{3000}]{0,12}",
+        ) {
+            let plain = !text.is_empty()
+                && text.split_whitespace().collect::<Vec<_>>().join(" ") == text;
+            prop_assert_eq!(is_collapsed(&text), plain);
         }
 
         /// The pruned search finds what the plain definition finds.
