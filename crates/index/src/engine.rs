@@ -423,6 +423,8 @@ struct QueryRun<'a> {
     finder: &'a Finder,
     searcher: Searcher,
     seen: RefCell<FastMap<FragmentKey, Seen>>,
+    /// Fragment addresses, taken from the [`Finder`] at this query's first lookup by key.
+    addresses: RefCell<Option<Addresses>>,
     /// Every segment's key columns, by segment ordinal (see `QueryRun::key_columns`).
     columns: RefCell<Option<Arc<Vec<KeyColumns>>>>,
     /// Where each seen source's first fragment (the one holding its record) is.
@@ -487,6 +489,7 @@ impl<'a> QueryRun<'a> {
             finder,
             searcher: finder.reader.searcher(),
             seen: RefCell::default(),
+            addresses: RefCell::default(),
             columns: RefCell::default(),
             firsts: RefCell::default(),
             docs: RefCell::default(),
@@ -511,7 +514,11 @@ impl<'a> QueryRun<'a> {
             return Ok(Arc::clone(columns));
         }
         let generation = self.searcher.generation().generation_id();
-        let mut cache = self.finder.columns.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self
+            .finder
+            .columns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let columns = match cache.as_ref() {
             Some((g, columns)) if *g == generation => Arc::clone(columns),
             _ => {
@@ -608,6 +615,17 @@ impl<'a> QueryRun<'a> {
     /// searcher generation from the `fragment_key` column (vector hits and graph nodes name
     /// fragments by key; a term lookup each cost more than the rest of their rollup).
     fn addresses(&self) -> Result<Addresses> {
+        if let Some(map) = self.addresses.borrow().as_ref() {
+            return Ok(Arc::clone(map));
+        }
+        let map = self.shared_addresses()?;
+        *self.addresses.borrow_mut() = Some(Arc::clone(&map));
+        Ok(map)
+    }
+
+    /// [`Self::addresses`] from the [`Finder`]'s cache (made there when it is missing or of
+    /// another generation).
+    fn shared_addresses(&self) -> Result<Addresses> {
         let generation = self.searcher.generation().generation_id();
         let mut cache = self
             .finder
