@@ -104,6 +104,32 @@ enum Semantic {
 /// Fragment key → the document holding it, for one searcher generation.
 type Addresses = Arc<FastMap<u64, DocAddress>>;
 
+/// Something derived from one searcher generation, made by the first query that needs it and
+/// shared by the others until the generation changes.
+struct PerGeneration<T>(std::sync::Mutex<Option<(u64, Arc<T>)>>);
+
+impl<T> Default for PerGeneration<T> {
+    fn default() -> Self {
+        PerGeneration(std::sync::Mutex::new(None))
+    }
+}
+
+impl<T> PerGeneration<T> {
+    /// The value for `generation`, made with `make` when the one held is missing or older.
+    /// Queries that need it meanwhile wait for it rather than make it twice.
+    fn get(&self, generation: u64, make: impl FnOnce() -> Result<T>) -> Result<Arc<T>> {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((g, value)) = held.as_ref() {
+            if *g == generation {
+                return Ok(Arc::clone(value));
+            }
+        }
+        let value = Arc::new(make()?);
+        *held = Some((generation, Arc::clone(&value)));
+        Ok(value)
+    }
+}
+
 /// A Finder index opened for reading.
 pub struct Finder {
     dir: PathBuf,
@@ -118,12 +144,12 @@ pub struct Finder {
     /// Reranker, plugin retrievers and user profiles for the refinement stages.
     extensions: finder_core::Extensions,
     /// Where each fragment's document is, for the searcher generation it was read from.
-    addresses: std::sync::Mutex<Option<(u64, Addresses)>>,
+    addresses: PerGeneration<FastMap<u64, DocAddress>>,
     /// The raw words' trigrams, for the searcher generation they were read from (built by the
     /// first query that expands a word).
-    grams: std::sync::Mutex<Option<(u64, Arc<crate::expand::TermGrams>)>>,
+    grams: PerGeneration<crate::expand::TermGrams>,
     /// Every segment's key columns, for the searcher generation they were opened from.
-    columns: std::sync::Mutex<Option<(u64, Arc<Vec<KeyColumns>>)>>,
+    columns: PerGeneration<Vec<KeyColumns>>,
 }
 
 /// Applies query-time overrides to `base`, the settings an index was opened with, whose
@@ -205,9 +231,9 @@ impl Finder {
         let vectors = VectorIndex::open(&dir.join(VECTOR_DIR)).map_err(|e| e.to_string());
         let graph = crate::graph::GraphIndex::load(dir);
         Ok(Finder {
-            addresses: std::sync::Mutex::new(None),
-            grams: std::sync::Mutex::new(None),
-            columns: std::sync::Mutex::new(None),
+            addresses: PerGeneration::default(),
+            grams: PerGeneration::default(),
+            columns: PerGeneration::default(),
             dir: dir.to_path_buf(),
             index,
             reader,
@@ -514,30 +540,20 @@ impl<'a> QueryRun<'a> {
             return Ok(Arc::clone(columns));
         }
         let generation = self.searcher.generation().generation_id();
-        let mut cache = self
-            .finder
-            .columns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let columns = match cache.as_ref() {
-            Some((g, columns)) if *g == generation => Arc::clone(columns),
-            _ => {
-                let mut all = Vec::new();
-                for segment in self.searcher.segment_readers() {
-                    let fast = segment.fast_fields();
-                    let column = |name: &str| fast.u64(name).map_err(|e| self.err(e));
-                    all.push(KeyColumns {
-                        fragment_key: column("fragment_key")?,
-                        source_key: column("source_key")?,
-                        ordinal: column("ordinal")?,
-                        entity: self.fields().entity.and_then(|_| fast.u64("entity").ok()),
-                    });
-                }
-                let all = Arc::new(all);
-                *cache = Some((generation, Arc::clone(&all)));
-                all
+        let columns = self.finder.columns.get(generation, || {
+            let mut all = Vec::new();
+            for segment in self.searcher.segment_readers() {
+                let fast = segment.fast_fields();
+                let column = |name: &str| fast.u64(name).map_err(|e| self.err(e));
+                all.push(KeyColumns {
+                    fragment_key: column("fragment_key")?,
+                    source_key: column("source_key")?,
+                    ordinal: column("ordinal")?,
+                    entity: self.fields().entity.and_then(|_| fast.u64("entity").ok()),
+                });
             }
-        };
+            Ok(all)
+        })?;
         *self.columns.borrow_mut() = Some(Arc::clone(&columns));
         Ok(columns)
     }
@@ -618,42 +634,26 @@ impl<'a> QueryRun<'a> {
         if let Some(map) = self.addresses.borrow().as_ref() {
             return Ok(Arc::clone(map));
         }
-        let map = self.shared_addresses()?;
-        *self.addresses.borrow_mut() = Some(Arc::clone(&map));
-        Ok(map)
-    }
-
-    /// [`Self::addresses`] from the [`Finder`]'s cache (made there when it is missing or of
-    /// another generation).
-    fn shared_addresses(&self) -> Result<Addresses> {
         let generation = self.searcher.generation().generation_id();
-        let mut cache = self
-            .finder
-            .addresses
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some((g, map)) = cache.as_ref() {
-            if *g == generation {
-                return Ok(Arc::clone(map));
-            }
-        }
-        let mut map = FastMap::with_capacity_and_hasher(
-            self.searcher.num_docs() as usize,
-            Default::default(),
-        );
-        for (ord, segment) in self.searcher.segment_readers().iter().enumerate() {
-            let column = segment
-                .fast_fields()
-                .u64("fragment_key")
-                .map_err(|e| self.err(e))?;
-            for doc in segment.doc_ids_alive() {
-                if let Some(key) = column.first(doc) {
-                    map.insert(key, DocAddress::new(ord as u32, doc));
+        let map = self.finder.addresses.get(generation, || {
+            let mut map = FastMap::with_capacity_and_hasher(
+                self.searcher.num_docs() as usize,
+                Default::default(),
+            );
+            for (ord, segment) in self.searcher.segment_readers().iter().enumerate() {
+                let column = segment
+                    .fast_fields()
+                    .u64("fragment_key")
+                    .map_err(|e| self.err(e))?;
+                for doc in segment.doc_ids_alive() {
+                    if let Some(key) = column.first(doc) {
+                        map.insert(key, DocAddress::new(ord as u32, doc));
+                    }
                 }
             }
-        }
-        let map = Arc::new(map);
-        *cache = Some((generation, Arc::clone(&map)));
+            Ok(map)
+        })?;
+        *self.addresses.borrow_mut() = Some(Arc::clone(&map));
         Ok(map)
     }
 
@@ -661,17 +661,9 @@ impl<'a> QueryRun<'a> {
     /// searcher generation that expands a word and shared by the rest.
     fn term_grams(&self, field: Field) -> Result<Arc<crate::expand::TermGrams>> {
         let generation = self.searcher.generation().generation_id();
-        let mut cache = self.finder.grams.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((g, grams)) = cache.as_ref() {
-            if *g == generation {
-                return Ok(Arc::clone(grams));
-            }
-        }
-        let grams = Arc::new(
-            crate::expand::TermGrams::build(&self.searcher, field).map_err(|e| self.err(e))?,
-        );
-        *cache = Some((generation, Arc::clone(&grams)));
-        Ok(grams)
+        self.finder.grams.get(generation, || {
+            crate::expand::TermGrams::build(&self.searcher, field).map_err(|e| self.err(e))
+        })
     }
 
     /// The trigram channel's terms for `query`: each expanded word's dictionary words in the
