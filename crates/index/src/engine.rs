@@ -101,8 +101,8 @@ enum Semantic {
     Ready(Arc<dyn Embed>),
 }
 
-/// Fragment key → the document holding it, for one searcher generation.
-type Addresses = Arc<FastMap<u64, DocAddress>>;
+/// Fragment key → the document holding it and its keys, for one searcher generation.
+type Addresses = Arc<FastMap<u64, Seen>>;
 
 /// Something derived from one searcher generation, made by the first query that needs it and
 /// shared by the others until the generation changes.
@@ -144,7 +144,7 @@ pub struct Finder {
     /// Reranker, plugin retrievers and user profiles for the refinement stages.
     extensions: finder_core::Extensions,
     /// Where each fragment's document is, for the searcher generation it was read from.
-    addresses: PerGeneration<FastMap<u64, DocAddress>>,
+    addresses: PerGeneration<FastMap<u64, Seen>>,
     /// The raw words' trigrams, for the searcher generation they were read from (built by the
     /// first query that expands a word).
     grams: PerGeneration<crate::expand::TermGrams>,
@@ -561,6 +561,17 @@ impl<'a> QueryRun<'a> {
     /// Reads keys of a fragment document and remembers them for later stages.
     fn remember(&self, address: DocAddress) -> Result<FragmentKey> {
         let columns = self.key_columns()?;
+        let (key, seen) = self.read_keys(&columns, address)?;
+        self.note(key, seen);
+        Ok(key)
+    }
+
+    /// The fragment key and the other keys of the document at `address`.
+    fn read_keys(
+        &self,
+        columns: &[KeyColumns],
+        address: DocAddress,
+    ) -> Result<(FragmentKey, Seen)> {
         let c = columns
             .get(address.segment_ord as usize)
             .ok_or_else(|| IndexError::Corrupt {
@@ -583,11 +594,15 @@ impl<'a> QueryRun<'a> {
             ordinal: read(&c.ordinal, "ordinal")? as u32,
             entity,
         };
+        Ok((key, seen))
+    }
+
+    /// Remembers a fragment this query touched, for later stages.
+    fn note(&self, key: FragmentKey, seen: Seen) {
         if seen.ordinal == 0 {
-            self.firsts.borrow_mut().insert(seen.source, address);
+            self.firsts.borrow_mut().insert(seen.source, seen.address);
         }
         self.seen.borrow_mut().insert(key, seen);
-        Ok(key)
     }
 
     /// Live documents holding `term`, across segments.
@@ -618,36 +633,36 @@ impl<'a> QueryRun<'a> {
         if let Some(s) = self.seen.borrow().get(&fragment) {
             return Ok(Some(*s));
         }
-        match self.addresses()?.get(&fragment.0) {
-            Some(&address) => {
-                self.remember(address)?;
-                Ok(self.seen.borrow().get(&fragment).copied())
-            }
-            None => Ok(None),
+        let found = self.addresses()?.get(&fragment.0).copied();
+        if let Some(seen) = found {
+            self.note(fragment, seen);
         }
+        Ok(found)
     }
 
-    /// Every live fragment's document by key, for this query's searcher: built once per
-    /// searcher generation from the `fragment_key` column (vector hits and graph nodes name
-    /// fragments by key; a term lookup each cost more than the rest of their rollup).
+    /// Every live fragment's document and keys by fragment key, for this query's searcher:
+    /// built once per searcher generation from the key columns (vector hits and graph nodes
+    /// name fragments by key; a term lookup each cost more than the rest of their rollup, and
+    /// reading the columns for each was most of a 1M rollup: one map entry is one cache miss).
     fn addresses(&self) -> Result<Addresses> {
         if let Some(map) = self.addresses.borrow().as_ref() {
             return Ok(Arc::clone(map));
         }
         let generation = self.searcher.generation().generation_id();
         let map = self.finder.addresses.get(generation, || {
+            let columns = self.key_columns()?;
             let mut map = FastMap::with_capacity_and_hasher(
                 self.searcher.num_docs() as usize,
                 Default::default(),
             );
             for (ord, segment) in self.searcher.segment_readers().iter().enumerate() {
-                let column = segment
-                    .fast_fields()
-                    .u64("fragment_key")
-                    .map_err(|e| self.err(e))?;
                 for doc in segment.doc_ids_alive() {
-                    if let Some(key) = column.first(doc) {
-                        map.insert(key, DocAddress::new(ord as u32, doc));
+                    // A document without its keys cannot be named by key: left out, as the
+                    // key column alone used to leave it.
+                    if let Ok((key, seen)) =
+                        self.read_keys(&columns, DocAddress::new(ord as u32, doc))
+                    {
+                        map.insert(key.0, seen);
                     }
                 }
             }
