@@ -643,7 +643,8 @@ impl<'a> QueryRun<'a> {
     /// Every live fragment's document and keys by fragment key, for this query's searcher:
     /// built once per searcher generation from the key columns (vector hits and graph nodes
     /// name fragments by key; a term lookup each cost more than the rest of their rollup, and
-    /// reading the columns for each was most of a 1M rollup: one map entry is one cache miss).
+    /// reading the key columns for each was about a third of a 1M rollup: one map entry is
+    /// one cache miss).
     fn addresses(&self) -> Result<Addresses> {
         if let Some(map) = self.addresses.borrow().as_ref() {
             return Ok(Arc::clone(map));
