@@ -14,8 +14,7 @@ use finder_core::{
     Retriever, SearchResponse, Settings, SourceKey, SourceView, StageTime,
 };
 use serde::Serialize;
-use tantivy::schema::document::{DeserializeError, DocumentDeserialize, DocumentDeserializer};
-use tantivy::schema::{Field, IndexRecordOption, OwnedValue};
+use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, Term, TERMINATED};
 
 use crate::analyzer::{terms, WORDS};
@@ -468,47 +467,6 @@ struct QueryRun<'a> {
 /// A fragment's stored text and record.
 type Stored = (String, FragmentRecord);
 
-thread_local! {
-    /// The `body` and `meta` fields of the index being read. tantivy builds a document type
-    /// without context, so `read_stored` names them here just before each read.
-    static BODY_AND_META: Cell<Option<(Field, Field)>> = const { Cell::new(None) };
-}
-
-/// A stored fragment's `body` and `meta` (empty when missing), read without the stored fields
-/// after them: the given vector, 1.5 KB that tantivy deserialises a byte at a time, was a
-/// tenth of a lexical query.
-struct BodyAndMeta {
-    body: String,
-    meta: String,
-}
-
-impl DocumentDeserialize for BodyAndMeta {
-    fn deserialize<'de, D: DocumentDeserializer<'de>>(
-        mut doc: D,
-    ) -> std::result::Result<Self, DeserializeError> {
-        let (body_field, meta_field) = BODY_AND_META
-            .with(Cell::get)
-            .ok_or_else(|| DeserializeError::custom("no fields named to read"))?;
-        let (mut body, mut meta) = (None, None);
-        while body.is_none() || meta.is_none() {
-            let Some((field, value)) = doc.next_field::<OwnedValue>()? else {
-                break;
-            };
-            if let OwnedValue::Str(text) = value {
-                if field == body_field {
-                    body = Some(text);
-                } else if field == meta_field {
-                    meta = Some(text);
-                }
-            }
-        }
-        Ok(BodyAndMeta {
-            body: body.unwrap_or_default(),
-            meta: meta.unwrap_or_default(),
-        })
-    }
-}
-
 impl<'a> QueryRun<'a> {
     fn new(finder: &'a Finder, vector: Option<Vec<f32>>) -> QueryRun<'a> {
         QueryRun {
@@ -739,9 +697,8 @@ impl<'a> QueryRun<'a> {
     }
 
     fn read_stored(&self, address: DocAddress) -> Result<Stored> {
-        let fields = self.fields();
-        BODY_AND_META.with(|wanted| wanted.set(Some((fields.body, fields.meta))));
-        let doc: BodyAndMeta = self.searcher.doc(address).map_err(|e| self.err(e))?;
+        let doc = crate::writer::read_head(&self.searcher, self.fields(), address)
+            .map_err(|e| self.err(e))?;
         let record = serde_json::from_str(&doc.meta).map_err(|e| IndexError::Corrupt {
             path: self.finder.dir.clone(),
             reason: format!("fragment record: {e}"),

@@ -442,9 +442,9 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
 }
 
 /// Calls `f` with every live stored document of the last commit, decoded as `D`, in stored
-/// order (the derived layers — vectors, graph — are built from this walk). The store is read with positioned reads,
-/// not through memory maps ([`crate::pread`]), so a walk over a large index does not leave
-/// the whole store resident in the process.
+/// order (the derived layers — vectors, graph — are built from this walk). The store is read
+/// with positioned reads, not through memory maps ([`crate::pread`]), so a walk over a large
+/// index does not leave the whole store resident in the process.
 pub(crate) fn for_each_stored<D: DocumentDeserialize>(
     dir: &Path,
     f: &mut dyn FnMut(D) -> Result<()>,
@@ -473,9 +473,10 @@ pub(crate) fn for_each_stored<D: DocumentDeserialize>(
     Ok(())
 }
 
-/// A fragment document's stored fields before its vector: what a walk over every fragment
-/// needs but the vectors' build (the given vector, 1.5 KB at 384 dimensions that tantivy
-/// decodes a byte at a time, is stored after these and is not read).
+/// A fragment document's stored fields before its vector: what a query reads of a page's
+/// fragments, and what a walk over every fragment needs but the vectors' build (the given
+/// vector, 1.5 KB at 384 dimensions that tantivy decodes a byte at a time, is stored after
+/// these and is not read; missing fields are left empty).
 #[derive(Debug, Default)]
 pub(crate) struct StoredHead {
     pub source_id: String,
@@ -486,8 +487,9 @@ pub(crate) struct StoredHead {
 }
 
 thread_local! {
-    /// The fields of the index [`for_each_head`] walks: tantivy makes a document type without
-    /// context, so the walk names them here first (the documents are decoded on its thread).
+    /// The fields of the index being read as [`StoredHead`]s: tantivy makes a document type
+    /// without context, so [`for_each_head`] and [`read_head`] name them here first (the
+    /// documents are decoded on the calling thread).
     static HEAD_FIELDS: Cell<Option<Fields>> = const { Cell::new(None) };
 }
 
@@ -525,6 +527,16 @@ impl DocumentDeserialize for StoredHead {
         }
         Ok(head)
     }
+}
+
+/// The [`StoredHead`] of the document at `address`.
+pub(crate) fn read_head(
+    searcher: &tantivy::Searcher,
+    fields: Fields,
+    address: tantivy::DocAddress,
+) -> tantivy::Result<StoredHead> {
+    HEAD_FIELDS.with(|named| named.set(Some(fields)));
+    searcher.doc(address)
 }
 
 /// [`for_each_stored`] with each fragment's [`StoredHead`].
