@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::ann::Hnsw;
+use super::ann::{AnnError, Hnsw};
 use crate::error::{IndexError, Result};
 
 pub(crate) const LOG_FILE: &str = "vectors.log";
@@ -109,14 +109,21 @@ impl VectorIndex {
         let Some(state) = read_state_head(vdir)? else {
             return Ok(None);
         };
-        let graph = read_ann(vdir)?;
+        let path = vdir.join(ANN_FILE);
+        let graph = Hnsw::open(&path).map_err(|e| match e {
+            AnnError::Io(source) => IndexError::Io { path, source },
+            other => IndexError::Corrupt {
+                path,
+                reason: other.to_string(),
+            },
+        })?;
         Ok(Some(VectorIndex { graph, state }))
     }
 
     /// The `k` nearest fragments within `max_distance` (cosine distance), best first, as
-    /// `(fragment key, cosine similarity)`. The graph walks a window half again as wide as
-    /// `k`; it keeps full float32 vectors and scores every candidate with an exact dot
-    /// product, so the window's order is already the exact cosine order before it is cut.
+    /// `(fragment key, cosine similarity)`. The graph is walked over `i8` codes of the
+    /// vectors with a beam of at least half again `k`; every row the walk keeps is re-scored
+    /// with an exact float32 dot product before the window is cut to `k`.
     pub fn search(&self, query: &[f32], k: usize, ef: usize, max_distance: f32) -> Vec<(u64, f32)> {
         let window = k + k / 2;
         let mut hits: Vec<(u64, f32)> = self
