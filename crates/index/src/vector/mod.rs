@@ -8,7 +8,6 @@
 pub(crate) mod ann;
 mod build;
 pub(crate) mod distance;
-mod floats;
 mod log;
 mod rows;
 mod search;
