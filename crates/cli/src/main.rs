@@ -1,11 +1,5 @@
 //! The `finder` command: thin glue over the index and eval crates.
 
-/// mimalloc instead of glibc's malloc: a query allocates and frees many small buffers
-/// (lists, records, previews), and glibc spent about a tenth of a 10k-fragment query in
-/// `malloc`/`free` (consolidating freed chunks among them). Measured in docs/BENCHMARKS.md.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
