@@ -202,6 +202,18 @@ fn ann_search(c: &mut Criterion) {
             black_box(hnsw.exact(&queries[i].1, 200))
         })
     });
+    // As an opened index of this size searches: the walk over `i8` codes, the kept rows
+    // re-scored exactly.
+    hnsw.quantize();
+    for ef in [64, 128] {
+        group.bench_with_input(BenchmarkId::new("k200_codes_ef", ef), &ef, |b, &ef| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) % queries.len();
+                black_box(hnsw.search(&queries[i].1, 200, ef))
+            })
+        });
+    }
     group.finish();
 }
 
