@@ -1,5 +1,5 @@
 //! Distance kernels for L2-normalised `f32` vectors: dot product, normalisation and cosine
-//! distance.
+//! distance; and for their `i8` codes, the quantisation and the integer dot product.
 //!
 //! Every vector the index stores is normalised, so cosine similarity is the plain dot product
 //! and `cosine_distance = 1 - dot`. The dot product is the hot loop of the ANN index. It keeps

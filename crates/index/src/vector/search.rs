@@ -97,7 +97,7 @@ pub(crate) fn read_ann(vdir: &Path) -> Result<Hnsw> {
     })
 }
 
-/// The largest index, in bytes of `i8` codes (one per dimension per vector), whose graph walk
+/// The largest index, in bytes of `i8` codes (one per dimension per vector), whose search
 /// runs over codes ([`Hnsw::quantize`]): 128 MiB, about 350,000 vectors of 384 dimensions.
 ///
 /// The codes make the vector list 30–40% faster at every size measured (10k to 1M vectors),
@@ -130,9 +130,10 @@ impl VectorIndex {
     }
 
     /// The `k` nearest fragments within `max_distance` (cosine distance), best first, as
-    /// `(fragment key, cosine similarity)`. The graph is walked with a beam of at least half
-    /// again `k`, over `i8` codes of the vectors up to [`QUANTIZE_MAX_BYTES`]; every row the
-    /// walk keeps is scored with an exact float32 dot product before the window is cut to `k`.
+    /// `(fragment key, cosine similarity)`. The search keeps a window of at least half again
+    /// `k` rows: over `i8` codes of the vectors up to [`QUANTIZE_MAX_BYTES`] (every code in
+    /// order on a small index, the graph walk above that), over the floats beyond; every row
+    /// kept is scored with an exact float32 dot product before the window is cut to `k`.
     pub fn search(&self, query: &[f32], k: usize, ef: usize, max_distance: f32) -> Vec<(u64, f32)> {
         let window = k + k / 2;
         let mut hits: Vec<(u64, f32)> = self
