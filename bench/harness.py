@@ -8,7 +8,11 @@ in bench/results/<dataset>/<system>.json.
 - a per-run timeout (SIGTERM, then SIGKILL 30 s later, to the run's process group);
 - the index lives in a scratch folder that is deleted after each run;
 - a run that fails, times out or is skipped by a cap writes a JSON saying why (`error` or
-  `skipped`), and the harness goes on with the next one.
+  `skipped`), and the harness goes on with the next one;
+- `--repeat N` runs every pair N times, in rounds (each round runs every pair once, so a
+  machine that slows down or speeds up during the run weighs on every system alike), and
+  keeps per mode the median of the rounds' latencies with each round's p50 beside it
+  (`modes.<mode>.rounds_p50_ms`, in round order; peak RSS is the largest of the rounds).
 
     python bench/harness.py --data-root ~/.cache/finder/bench/data \
         --datasets scifact,synthetic-10k --systems finder,tantivy,qdrant-edge
@@ -281,6 +285,42 @@ def run_one(system, dname, ddir, args, caps):
     return rec
 
 
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return None if n == 0 else (xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2)
+
+
+def merge_rounds(recs):
+    """One record from a pair's rounds: the median of each latency figure and of the index
+    time, the largest peak RSS, each round's p50 and load average kept; nDCG and sizes from
+    the first round (they do not change between rounds). A pair with a failed round keeps
+    the failure."""
+    bad = next((r for r in recs if "error" in r or "skipped" in r), None)
+    if bad is not None or len(recs) == 1:
+        return bad or recs[0]
+    out = json.loads(json.dumps(recs[0]))
+    out["rounds"] = len(recs)
+    for m, x in (out.get("modes") or {}).items():
+        per = [(r.get("modes") or {}).get(m) or {} for r in recs]
+        for key in ("mean_ms", "p50_ms", "p95_ms", "p99_ms"):
+            vals = [p[key] for p in per if p.get(key) is not None]
+            if vals:
+                x[key] = median(vals)
+        x["rounds_p50_ms"] = [p.get("p50_ms") for p in per]
+    for key in ("index_s", "index_lexical_s", "index_vector_s"):
+        vals = [r[key] for r in recs if r.get(key) is not None]
+        if vals:
+            out[key] = median(vals)
+    for key in ("peak_rss_bytes", "peak_rss_client_bytes", "self_rss_bytes"):
+        vals = [r[key] for r in recs if r.get(key) is not None]
+        if vals:
+            out[key] = max(vals)
+    out["load_avg_1m_rounds"] = [r.get("load_avg_1m") for r in recs]
+    out["wall_s"] = round(sum(r.get("wall_s") or 0 for r in recs), 1)
+    return out
+
+
 def workspace_version():
     """Finder's version from the workspace Cargo.toml ([workspace.package] version)."""
     try:
@@ -358,7 +398,11 @@ def main():
     ap.add_argument("--ignore-caps", action="store_true")
     ap.add_argument("--queries-limit", type=int, default=None)
     ap.add_argument("--keep-scratch", action="store_true")
+    ap.add_argument("--repeat", type=int, default=int(os.environ.get("FINDER_BENCH_REPEAT", 1)),
+                    help="rounds over every (system, dataset) pair; latencies are the median")
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error(f"--repeat must be 1 or more, not {args.repeat}")
     caps = load_caps(args.caps)
     systems = [s for s in args.systems.split(",") if s]
     for s in systems:
@@ -373,18 +417,28 @@ def main():
         datasets.append((os.path.basename(os.path.normpath(ddir)), ddir))
     datasets.sort(key=lambda x: dataset_docs(x[1]))
     failures = 0
-    for dname, ddir in datasets:
-        for s in systems:
-            if s == "finder" and not os.access(args.finder_bin, os.X_OK):
-                rec = {"system": s, "dataset": dname, "docs": dataset_docs(ddir),
-                       "error": f"no executable {args.finder_bin} (cargo build --release -p finder-bench)"}
-                os.makedirs(os.path.join(args.results, dname), exist_ok=True)
-                write(os.path.join(args.results, dname, f"{s}.json"), rec)
-                print(f"[{dname}] finder: FAILED ({rec['error']})", flush=True)
-                failures += 1
-                continue
-            rec = run_one(s, dname, ddir, args, caps)
-            failures += 1 if "error" in rec else 0
+    rounds = {}
+    for round_no in range(args.repeat):
+        if args.repeat > 1:
+            print(f"== round {round_no + 1} of {args.repeat}", flush=True)
+        for dname, ddir in datasets:
+            for s in systems:
+                if s == "finder" and not os.access(args.finder_bin, os.X_OK):
+                    rec = {"system": s, "dataset": dname, "docs": dataset_docs(ddir),
+                           "error": f"no executable {args.finder_bin} (cargo build --release -p finder-bench)"}
+                    os.makedirs(os.path.join(args.results, dname), exist_ok=True)
+                    write(os.path.join(args.results, dname, f"{s}.json"), rec)
+                    print(f"[{dname}] finder: FAILED ({rec['error']})", flush=True)
+                    failures += 1
+                    continue
+                recs = rounds.setdefault((dname, s), [])
+                if recs and ("error" in recs[-1] or "skipped" in recs[-1]):
+                    continue  # a pair that failed or is capped is not run again
+                rec = run_one(s, dname, ddir, args, caps)
+                failures += 1 if "error" in rec else 0
+                recs.append(rec)
+                if args.repeat > 1:
+                    write(os.path.join(args.results, dname, f"{s}.json"), merge_rounds(recs))
     print(f"done: {failures} failed run(s)", flush=True)
 
 

@@ -62,6 +62,33 @@ def ok(r):
     return "error" not in r and "skipped" not in r
 
 
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def ratio(a, b, m):
+    """Finder/peer p50 in mode `m` as (ratio, lowest, highest): with rounds on both sides
+    (`harness.py --repeat`), the median of the rounds' ratios, each round's Finder p50 over
+    the same round's peer p50, and their range; else the one ratio (range None)."""
+    x, y = mode(a, m), mode(b, m)
+    if not (x and y and y.get("p50_ms") and x.get("p50_ms")):
+        return None
+    ra, rb = x.get("rounds_p50_ms") or [], y.get("rounds_p50_ms") or []
+    pairs = [p / q for p, q in zip(ra, rb) if p and q]
+    if len(pairs) > 1 and len(ra) == len(rb):
+        return median(pairs), min(pairs), max(pairs)
+    return x["p50_ms"] / y["p50_ms"], None, None
+
+
+def fmt_ratio(r):
+    if r is None:
+        return "n/a"
+    value, lo, hi = r
+    return f"{value:.2f}×" + ("" if lo is None else f" ({lo:.2f}–{hi:.2f})")
+
+
 def dataset_table(dname, runs):
     lines = []
     any_run = next((r for r in runs.values() if ok(r)), None)
@@ -102,20 +129,18 @@ def dataset_table(dname, runs):
     lines.append("")
     fin = runs.get("finder")
     if fin and ok(fin):
-        lines.append("Finder / peer, p50 latency (below 1.0× Finder is faster):")
+        n = fin.get("rounds")
+        lines.append(
+            "Finder / peer, p50 latency (below 1.0× Finder is faster)"
+            + (f"; the median of {n} rounds' ratios, their range in brackets:" if n else ":")
+        )
         lines.append("")
         lines.append("| peer | lexical | dense | hybrid |")
         lines.append("|---|---:|---:|---:|")
         for s in sorted(runs, key=sys_key):
             if s == "finder" or not ok(runs[s]):
                 continue
-            cells = [s]
-            for m in MODES:
-                a, b = mode(fin, m), mode(runs[s], m)
-                if a and b and b.get("p50_ms"):
-                    cells.append(f"{a['p50_ms'] / b['p50_ms']:.2f}×")
-                else:
-                    cells.append("n/a")
+            cells = [s] + [fmt_ratio(ratio(fin, runs[s], m)) for m in MODES]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
         lines += targets(dname, runs)
@@ -124,7 +149,15 @@ def dataset_table(dname, runs):
         r = runs[s]
         items = list(r.get("notes") or [])
         la = r.get("load_avg_1m")
-        if la:
+        if r.get("rounds"):
+            per = "; ".join(
+                f"{m} " + " / ".join(fmt_num(v) for v in x["rounds_p50_ms"])
+                for m in MODES
+                if (x := mode(r, m)) and x.get("rounds_p50_ms")
+            )
+            items.append(f"{r['rounds']} rounds, p50 ms per round: {per}")
+            items.append(f"wall of all rounds {r.get('wall_s')} s")
+        elif la:
             items.append(f"run wall {r.get('wall_s')} s, 1-min load average {la['start']} → {la['end']}")
         if "log_tail" in r:
             items.append("log tail: " + " ⏎ ".join(r["log_tail"][-5:]))
@@ -144,18 +177,15 @@ def targets(dname, runs):
     fin = runs["finder"]
     out = []
 
-    def p50(s, m):
-        r = runs.get(s)
-        x = mode(r, m) if r and ok(r) else None
-        return x.get("p50_ms") if x else None
-
     checks = []
-    a, b = p50("finder", "lexical"), p50("tantivy", "lexical")
-    if a and b:
-        checks.append(("lexical p50 ≤ 1.5× tantivy", a / b <= 1.5, f"{a / b:.2f}×"))
-    a, b = p50("finder", "hybrid"), p50("qdrant-edge", "hybrid")
-    if a and b:
-        checks.append(("hybrid p50 ≤ 1.0× qdrant-edge hybrid", a / b <= 1.0, f"{a / b:.2f}×"))
+    for m, peer, bound in (("lexical", "tantivy", 1.5), ("hybrid", "qdrant-edge", 1.0)):
+        r = runs.get(peer)
+        found = ratio(fin, r, m) if r and ok(r) else None
+        if found:
+            name = f"{m} p50 ≤ {bound}× {peer}" + (" hybrid" if m == "hybrid" else "")
+            value, lo, hi = found
+            shown = f"{value:.2f}×" + ("" if lo is None else f", rounds {lo:.2f}–{hi:.2f}")
+            checks.append((name, value <= bound, shown))
     fh = (mode(fin, "hybrid") or {}).get("ndcg10")
     peers = [
         (s, (mode(r, "hybrid") or {}).get("ndcg10"))
@@ -270,11 +300,21 @@ def section(data, chart_rel, chart_sets, command):
     L.append(f"- machine: {machine_line(data)}")
     L.append(f"- date: {dates(data)}")
     busy = sorted(
-        f"{r.get('system')} on {d} ({r['load_avg_1m']['start']})"
+        f"{r.get('system')} on {d} ({start})"
         for d, runs in data.items()
         for r in runs.values()
-        if (r.get("load_avg_1m") or {}).get("start", 0) > 1.0
+        if (start := max(
+            (la.get("start", 0) for la in (r.get("load_avg_1m_rounds") or [r.get("load_avg_1m")]) if la),
+            default=0,
+        )) > 1.0
     )
+    rounds = sorted({r["rounds"] for runs in data.values() for r in runs.values() if r.get("rounds")})
+    if rounds:
+        L.append(
+            f"- rounds: every (system, dataset) pair ran {' or '.join(map(str, rounds))} times, "
+            "round after round; each latency is the median of the rounds, index time too, and "
+            "peak RSS the largest"
+        )
     if busy:
         L.append(
             "- caution: these runs started while the machine was busy with other work (1-minute "

@@ -8,13 +8,16 @@
 #     --systems LIST     default finder,tantivy,qdrant-edge,lancedb,sqlite,bm25s,pgvector
 #     --timeout S        per (system, dataset) run, seconds (default 7200)
 #     --queries-limit N  only the first N queries of each dataset
+#     --repeat N         run every (system, dataset) pair N times, round after round, and
+#                        report the medians (default 1)
 #     --ignore-caps      run even what bench/caps.json says would take too long
 #     --skip-build       use target/release/finder-bench as it is
 #     --report-only      only rewrite docs/BENCHMARKS.md and docs/bench-p50.png from bench/results
 #
 # Environment: FINDER_BENCH_HOME (default ~/.cache/finder/bench: venv/, data/, scratch/, logs/),
-# FINDER_BENCH_SIZES, FINDER_BENCH_SYSTEMS, FINDER_BENCH_TIMEOUT, FINDER_BENCH_SCIFACT (the
-# BEIR folder, default ../shared/data/scifact beside the repository), PYTHON (default python3).
+# FINDER_BENCH_SIZES, FINDER_BENCH_SYSTEMS, FINDER_BENCH_TIMEOUT, FINDER_BENCH_REPEAT,
+# FINDER_BENCH_SCIFACT (the BEIR folder, default ../shared/data/scifact beside the
+# repository), PYTHON (default python3).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -41,10 +44,11 @@ while [ $# -gt 0 ]; do
     --systems) SYSTEMS="$2"; shift 2 ;;
     --timeout) TIMEOUT="$2"; shift 2 ;;
     --queries-limit) EXTRA+=(--queries-limit "$2"); shift 2 ;;
+    --repeat) EXTRA+=(--repeat "$2"); shift 2 ;;
     --ignore-caps) EXTRA+=(--ignore-caps); shift ;;
     --skip-build) BUILD=0; shift ;;
     --report-only) REPORT_ONLY=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
