@@ -21,7 +21,7 @@ use crate::analyzer::{terms, WORDS};
 use crate::error::{IndexError, Result};
 use crate::lexical::{query_terms, top_k_terms};
 use crate::pread::PreadDirectory;
-use crate::record::{CommitInfo, FragmentRecord, RunCounts};
+use crate::record::{CommitInfo, PageRecord, RunCounts};
 use crate::schema::{register_analyzers, resolve, Fields};
 use crate::store_error;
 use crate::vector::{VectorIndex, VECTOR_DIR};
@@ -464,8 +464,8 @@ struct QueryRun<'a> {
     expanded: Cell<Option<(usize, usize)>>,
 }
 
-/// A fragment's stored text and record.
-type Stored = (String, FragmentRecord);
+/// A fragment's stored text and what a page shows of its record.
+type Stored = (String, PageRecord);
 
 impl<'a> QueryRun<'a> {
     fn new(finder: &'a Finder, vector: Option<Vec<f32>>) -> QueryRun<'a> {

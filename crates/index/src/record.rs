@@ -31,6 +31,25 @@ pub(crate) struct FragmentRecord {
     pub source: Option<SourceRecord>,
 }
 
+/// What a query shows of a stored fragment record: its extent and, on a source's first
+/// fragment, the source's id, envelope and summary. Read from the same JSON as
+/// [`FragmentRecord`]; the fields a page does not show (hash, origin, aliases, relations)
+/// are skipped without being built.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PageRecord {
+    pub extent: Extent,
+    #[serde(default)]
+    pub source: Option<PageSource>,
+}
+
+/// The part of a [`SourceRecord`] a hit shows.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PageSource {
+    pub id: String,
+    pub envelope: Envelope,
+    pub summary: String,
+}
+
 /// Counts of one indexing run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunCounts {
@@ -66,3 +85,56 @@ pub struct CommitInfo {
 }
 
 pub(crate) const FORMAT: u32 = 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn stored(source: Option<SourceRecord>) -> String {
+        serde_json::to_string(&FragmentRecord {
+            extent: Extent {
+                byte_start: 10,
+                byte_end: 90,
+                line_start: 2,
+                line_end: 4,
+            },
+            heading: Some("Methods".into()),
+            source,
+        })
+        .unwrap()
+    }
+
+    /// A page reads what the writer stored, whichever of the fields it skips are present.
+    #[test]
+    fn a_page_record_reads_the_stored_record_it_shows() {
+        let source = SourceRecord {
+            id: "notes/a.md".into(),
+            origin: "notes".into(),
+            hash: "ab12".into(),
+            envelope: Envelope {
+                title: "A \"quoted\" title".into(),
+                path: "notes/a.md".into(),
+                date: Some("2026-01-02".into()),
+                tags: vec!["x".into(), "y".into()],
+                extras: BTreeMap::from([("lang".into(), "en".into())]),
+            },
+            summary: "First line.\nSecond.".into(),
+            fragments: 3,
+            entity: true,
+            aliases: vec!["A".into()],
+            relations: vec![("links".into(), "notes/b.md".into())],
+        };
+        let page: PageRecord = serde_json::from_str(&stored(Some(source.clone()))).unwrap();
+        assert_eq!(page.extent.byte_start, 10);
+        assert_eq!(page.extent.line_end, 4);
+        let shown = page.source.expect("the source part");
+        assert_eq!(shown.id, source.id);
+        assert_eq!(shown.envelope, source.envelope);
+        assert_eq!(shown.summary, source.summary);
+
+        let later: PageRecord = serde_json::from_str(&stored(None)).unwrap();
+        assert!(later.source.is_none());
+        assert_eq!(later.extent.byte_end, 90);
+    }
+}

@@ -639,19 +639,18 @@ impl Hnsw {
     /// every row's code in order costs less than a walk's scattered reads (see
     /// [`SCAN_MAX_ROWS`]).
     fn scan(&self, sim: &impl Sim, ef: usize) -> Vec<Scored> {
-        let mut all: Vec<Scored> = (0..self.rows() as u32)
+        // Selected as integer keys in `Scored`'s order: a compare of two `u64`s instead of
+        // `total_cmp` and a tie test, over every row of the index.
+        let mut all: Vec<u64> = (0..self.rows() as u32)
             .filter(|&row| !self.deleted[row as usize])
-            .map(|row| Scored {
-                sim: sim.sim(row),
-                row,
-            })
+            .map(|row| Scored::key(sim.sim(row), row))
             .collect();
         if all.len() > ef {
             all.select_nth_unstable_by(ef - 1, |a, b| b.cmp(a));
             all.truncate(ef);
         }
         all.sort_unstable_by(|a, b| b.cmp(a));
-        all
+        all.into_iter().map(Scored::from_key).collect()
     }
 
     /// Replaces the similarities of a walk over codes by the exact ones of the `f32` rows,
@@ -877,6 +876,33 @@ const IO_CHUNK: usize = 64 * 1024;
 struct Scored {
     sim: f32,
     row: u32,
+}
+
+impl Scored {
+    /// An integer that orders as [`Scored`] does: the similarity's bits made monotone (as
+    /// `f32::total_cmp` orders them) above the row's complement (the lower row is better).
+    fn key(sim: f32, row: u32) -> u64 {
+        let bits = sim.to_bits();
+        let ordered = if bits >> 31 == 1 {
+            !bits
+        } else {
+            bits | 1 << 31
+        };
+        (u64::from(ordered) << 32) | u64::from(!row)
+    }
+
+    fn from_key(key: u64) -> Scored {
+        let ordered = (key >> 32) as u32;
+        let bits = if ordered >> 31 == 1 {
+            ordered & !(1 << 31)
+        } else {
+            !ordered
+        };
+        Scored {
+            sim: f32::from_bits(bits),
+            row: !(key as u32),
+        }
+    }
 }
 
 impl Ord for Scored {
@@ -2206,6 +2232,26 @@ mod tests {
             .expect_err("bad count")
             .to_string();
         assert!(m.contains("99 neighbours"), "{m}");
+    }
+
+    proptest! {
+        /// The scan's integer keys order candidates exactly as `Scored` does, signs, zeros,
+        /// infinities and NaNs included, and give back the similarity bit for bit.
+        #[test]
+        fn scan_keys_order_as_scored_does(
+            a in prop_oneof![any::<f32>(), Just(0.0f32), Just(-0.0f32), Just(f32::NAN)],
+            b in prop_oneof![any::<f32>(), Just(0.0f32), Just(-0.0f32), Just(f32::NEG_INFINITY)],
+            rows in (0u32..4, 0u32..4),
+        ) {
+            let (x, y) = (Scored { sim: a, row: rows.0 }, Scored { sim: b, row: rows.1 });
+            prop_assert_eq!(
+                Scored::key(a, rows.0).cmp(&Scored::key(b, rows.1)),
+                x.cmp(&y)
+            );
+            let back = Scored::from_key(Scored::key(a, rows.0));
+            prop_assert_eq!(back.sim.to_bits(), a.to_bits());
+            prop_assert_eq!(back.row, rows.0);
+        }
     }
 
     proptest! {
