@@ -432,8 +432,10 @@ pub fn search_with<R: Retriever>(
         watch.lap("rollup");
         let by_fragment: HashMap<FragmentKey, &crate::FusedFragment> =
             fused.iter().map(|f| (f.fragment, f)).collect();
+        let explained = refiner.explained(store, request, settings, wanted);
         let parts: Vec<Vec<ExplainPart>> = ranked
             .iter()
+            .take(explained)
             .map(|source| {
                 source
                     .parts

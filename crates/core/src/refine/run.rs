@@ -53,7 +53,9 @@ pub(crate) struct Entry {
 /// One level's rolled-up ranking, as the pipeline hands it over.
 pub(crate) struct Level<'a> {
     pub ranked: &'a [SourceScore],
-    /// Explain parts of each ranked source, in the same order.
+    /// Explain parts of the ranked sources, in the same order: of every one, or of the first
+    /// [`Refiner::explained`] when the rest cannot reach the page. Those past the end get an
+    /// entry without parts or fragments: it only holds its place in the long ranking.
     pub parts: Vec<Vec<ExplainPart>>,
     /// Channel lists that ran at this level (the comparable score's denominator).
     pub lists_ran: usize,
@@ -100,6 +102,41 @@ impl<'x> Refiner<'x> {
             placed: 0,
             out: Vec::new(),
             report: RefineReport::default(),
+        }
+    }
+
+    /// Whether no stage reads the pooled sources (dates, text, extras, ids): their views are
+    /// then read for the page alone, most of a plain query's cost otherwise.
+    fn lazy<R: Retriever>(&self, store: &R, request: &Query, settings: &Settings) -> bool {
+        let r = &settings.refine;
+        !(r.dedup || r.mmr || r.rerank != RerankBackend::None)
+            && !self.restricts(settings)
+            && self.filter.is_empty()
+            && request.user.is_none()
+            && r.plugins.is_empty()
+            && self.ext.plugins.is_empty()
+            && match r.sort {
+                SortOrder::Date => false,
+                SortOrder::Score => !r.recency || !store.may_have_dates(),
+            }
+    }
+
+    /// How many of the next level's ranked sources need their explain parts (see
+    /// [`Level::parts`]): the first `wanted` when nothing can reorder or drop the first
+    /// level's sources (no stage reads the pool, no `min_score`), so the page is its first
+    /// `wanted` places; all of them otherwise.
+    pub fn explained<R: Retriever>(
+        &self,
+        store: &R,
+        request: &Query,
+        settings: &Settings,
+        wanted: usize,
+    ) -> usize {
+        let first = self.out.is_empty() && self.consumed_keys.is_empty();
+        if first && settings.refine.min_score <= 0.0 && self.lazy(store, request, settings) {
+            wanted
+        } else {
+            usize::MAX
         }
     }
 
@@ -187,19 +224,12 @@ impl<'x> Refiner<'x> {
         let needs_text = r.dedup || r.mmr || r.rerank != RerankBackend::None;
         let mut entries = Vec::with_capacity(level.ranked.len());
         let restricts = self.restricts(settings);
-        // Without a stage that reads the pooled sources (dates, text, extras, ids), their
-        // views are read for the page alone: most of a plain query's cost otherwise.
-        let lazy = !needs_text
-            && !restricts
-            && self.filter.is_empty()
-            && request.user.is_none()
-            && r.plugins.is_empty()
-            && self.ext.plugins.is_empty()
-            && match r.sort {
-                SortOrder::Date => false,
-                SortOrder::Score => !r.recency || !store.may_have_dates(),
-            };
-        for (source, parts) in level.ranked.iter().zip(level.parts) {
+        let lazy = self.lazy(store, request, settings);
+        let explained = level.parts.len();
+        let mut parts = level.parts.into_iter();
+        for (i, source) in level.ranked.iter().enumerate() {
+            // Past the explained sources (see `Level::parts`), an entry only holds a place.
+            let parts = parts.next().unwrap_or_default();
             // Lists derived after fusion (graph neighbours, communities) were not restricted
             // with the channels: scope and the prefilter hold for every source regardless.
             if restricts && !self.admits(store, source.source, settings)? {
@@ -244,7 +274,11 @@ impl<'x> Refiner<'x> {
                 relevance,
                 other_fragments: source.fragments.len().saturating_sub(parts.len()),
                 parts,
-                fragments: source.fragments.clone(),
+                fragments: if i < explained {
+                    source.fragments.clone()
+                } else {
+                    Vec::new()
+                },
                 refinements: Vec::new(),
                 text,
                 vector,

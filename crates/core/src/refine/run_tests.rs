@@ -483,7 +483,9 @@ fn random_store(n: u64, perm_a: &[u64], perm_b: &[u64], dated: &[bool], dup: &[b
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
-    /// Pages concatenated equal one long page, with every reordering stage on.
+    /// Pages concatenated equal one long page, hit for hit (scores and explanations too),
+    /// with any of the reordering stages on or none (a plain query explains only the sources
+    /// that can reach its page).
     #[test]
     fn pages_concatenate_to_the_long_page(
         (n, perm_a, perm_b) in (12u64..60).prop_flat_map(|n| (
@@ -529,10 +531,51 @@ proptest! {
             let r = search_with(&store, &q, &s, &ext).unwrap();
             for (i, h) in r.hits.iter().enumerate() {
                 prop_assert_eq!(h.rank, p * page + i + 1);
-                joined.push(h.id.clone());
+                joined.push(h.clone());
             }
         }
-        let long_ids: Vec<String> = long.hits.iter().map(|h| h.id.clone()).collect();
-        prop_assert_eq!(joined, long_ids);
+        prop_assert_eq!(joined, long.hits);
+    }
+}
+
+/// A plain query (no stage reads the pool) explains only the sources that can reach its page;
+/// each page's hits, explanations included, are still the long page's.
+#[test]
+fn a_plain_query_explains_its_page_as_the_long_page_does() {
+    let n = 40u64;
+    let perm_a: Vec<u64> = (0..n).rev().collect();
+    let perm_b: Vec<u64> = (0..n).map(|i| (i * 7) % n).collect();
+    let store = random_store(n, &perm_a, &perm_b, &[false; 60], &[false; 60]);
+    let mut s = settings(&["lexical.fts_list_size=30", "vector.vec_list_size=30"]);
+    s.refine.recency = false;
+    let base = Query::text("security", 0, 0);
+    let long = search_with(
+        &store,
+        &Query {
+            limit: 24,
+            ..base.clone()
+        },
+        &s,
+        &ext(),
+    )
+    .unwrap();
+    assert_eq!(long.hits.len(), 24);
+    assert!(long.hits.iter().all(|h| !h.explain.parts.is_empty()));
+    for (offset, limit) in [(0, 1), (0, 5), (3, 4), (7, 10), (20, 4)] {
+        let q = Query {
+            offset,
+            limit,
+            ..base.clone()
+        };
+        let page = search_with(&store, &q, &s, &ext()).unwrap();
+        assert_eq!(
+            page.hits,
+            long.hits[offset..offset + limit],
+            "page {offset}+{limit}"
+        );
+        assert_eq!(
+            page.diagnostics.ranked_sources, long.diagnostics.ranked_sources,
+            "page {offset}+{limit}: the long ranking is the same"
+        );
     }
 }
