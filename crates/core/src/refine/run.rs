@@ -109,16 +109,19 @@ impl<'x> Refiner<'x> {
     /// then read for the page alone, most of a plain query's cost otherwise.
     fn lazy<R: Retriever>(&self, store: &R, request: &Query, settings: &Settings) -> bool {
         let r = &settings.refine;
-        !(r.dedup || r.mmr || r.rerank != RerankBackend::None)
-            && !self.restricts(settings)
-            && self.filter.is_empty()
-            && request.user.is_none()
-            && r.plugins.is_empty()
-            && self.ext.plugins.is_empty()
-            && match r.sort {
-                SortOrder::Date => false,
-                SortOrder::Score => !r.recency || !store.may_have_dates(),
-            }
+        let reads_pool = r.dedup
+            || r.mmr
+            || r.rerank != RerankBackend::None
+            || self.restricts(settings)
+            || !self.filter.is_empty()
+            || request.user.is_some()
+            || !r.plugins.is_empty()
+            || !self.ext.plugins.is_empty()
+            || match r.sort {
+                SortOrder::Date => true,
+                SortOrder::Score => r.recency && store.may_have_dates(),
+            };
+        !reads_pool
     }
 
     /// How many of the next level's ranked sources need their explain parts (see
