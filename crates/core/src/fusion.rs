@@ -58,8 +58,10 @@ pub fn rrf(lists: &[RankedList], rrf_k: u32) -> Vec<FusedFragment> {
 /// Sums `share(list index, one-based rank, channel score)` per fragment over the lists, a
 /// fragment counting once per list (at its best rank), and sorts best first.
 fn accumulate(lists: &[RankedList], share: impl Fn(usize, u32, f32) -> f64) -> Vec<FusedFragment> {
-    let mut by_fragment: crate::FastMap<FragmentKey, usize> = crate::FastMap::default();
-    let mut fused: Vec<FusedFragment> = Vec::new();
+    let hits: usize = lists.iter().map(|l| l.hits.len()).sum();
+    let mut by_fragment: crate::FastMap<FragmentKey, usize> =
+        crate::FastMap::with_capacity_and_hasher(hits, Default::default());
+    let mut fused: Vec<FusedFragment> = Vec::with_capacity(hits);
     for (l, list) in lists.iter().enumerate() {
         for (i, hit) in list.hits.iter().enumerate() {
             let rank = i as u32 + 1;

@@ -35,8 +35,9 @@ pub fn rollup(
     owner: impl Fn(FragmentKey) -> Option<SourceKey>,
     weights: &[f64],
 ) -> Vec<SourceScore> {
-    let mut slots: crate::FastMap<SourceKey, usize> = crate::FastMap::default();
-    let mut sources: Vec<SourceScore> = Vec::new();
+    let mut slots: crate::FastMap<SourceKey, usize> =
+        crate::FastMap::with_capacity_and_hasher(fragments.len(), Default::default());
+    let mut sources: Vec<SourceScore> = Vec::with_capacity(fragments.len());
     for &(fragment, score) in fragments {
         let Some(source) = owner(fragment) else {
             continue;

@@ -731,11 +731,11 @@ impl<'a> QueryRun<'a> {
         };
         let top = top_k_terms(&self.searcher, &list, params, depth).map_err(|e| self.err(e))?;
         let mut hits = Vec::with_capacity(top.len());
+        let columns = self.key_columns()?;
         for (address, score) in top {
-            hits.push(finder_core::ScoredFragment {
-                fragment: self.remember(address)?,
-                score,
-            });
+            let (fragment, seen) = self.read_keys(&columns, address)?;
+            self.note(fragment, seen);
+            hits.push(finder_core::ScoredFragment { fragment, score });
         }
         // Equal scores go by fragment key rather than by where tantivy stored the documents,
         // so a merge of segments never reorders a list (and PostgreSQL orders ties alike).
@@ -927,15 +927,39 @@ impl Retriever for QueryRun<'_> {
     }
 
     fn fragment_meta(&self, fragments: &[FragmentKey]) -> Result<Vec<Option<FragmentMeta>>> {
-        fragments
-            .iter()
-            .map(|&f| {
-                Ok(self.lookup(f)?.map(|s| FragmentMeta {
+        // One borrow of what this query has seen, and the snapshot's address map taken once
+        // for the rest (the vector list's fragments, mostly).
+        let mut out = Vec::with_capacity(fragments.len());
+        let mut missed = Vec::new();
+        {
+            let seen = self.seen.borrow();
+            for (i, f) in fragments.iter().enumerate() {
+                let found = seen.get(f).copied();
+                if found.is_none() {
+                    missed.push(i);
+                }
+                out.push(found);
+            }
+        }
+        if !missed.is_empty() {
+            let addresses = self.addresses()?;
+            for i in missed {
+                let key = fragments[i];
+                if let Some(&seen) = addresses.get(&key.0) {
+                    self.note(key, seen);
+                    out[i] = Some(seen);
+                }
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|s| {
+                s.map(|s| FragmentMeta {
                     source: (!s.entity).then_some(s.source),
                     ordinal: s.ordinal,
-                }))
+                })
             })
-            .collect()
+            .collect())
     }
 
     fn source(&self, source: SourceKey) -> Result<Option<SourceView>> {
