@@ -517,9 +517,8 @@ impl<'a> QueryRun<'a> {
     }
 
     /// Reads keys of a fragment document and remembers them for later stages.
-    fn remember(&self, address: DocAddress) -> Result<FragmentKey> {
-        let columns = self.key_columns()?;
-        let (key, seen) = self.read_keys(&columns, address)?;
+    fn remember(&self, columns: &[KeyColumns], address: DocAddress) -> Result<FragmentKey> {
+        let (key, seen) = self.read_keys(columns, address)?;
         self.note(key, seen);
         Ok(key)
     }
@@ -733,9 +732,10 @@ impl<'a> QueryRun<'a> {
         let mut hits = Vec::with_capacity(top.len());
         let columns = self.key_columns()?;
         for (address, score) in top {
-            let (fragment, seen) = self.read_keys(&columns, address)?;
-            self.note(fragment, seen);
-            hits.push(finder_core::ScoredFragment { fragment, score });
+            hits.push(finder_core::ScoredFragment {
+                fragment: self.remember(&columns, address)?,
+                score,
+            });
         }
         // Equal scores go by fragment key rather than by where tantivy stored the documents,
         // so a merge of segments never reorders a list (and PostgreSQL orders ties alike).
@@ -876,8 +876,9 @@ impl Retriever for QueryRun<'_> {
             return Err(IndexError::UnknownSource(id.to_string()));
         }
         let mut keys = Vec::with_capacity(docs.len());
+        let columns = self.key_columns()?;
         for address in docs {
-            keys.push(self.remember(address)?);
+            keys.push(self.remember(&columns, address)?);
         }
         keys.sort_by_key(|k| self.seen.borrow().get(k).map_or(0, |s| s.ordinal));
         Ok(keys)
@@ -927,39 +928,15 @@ impl Retriever for QueryRun<'_> {
     }
 
     fn fragment_meta(&self, fragments: &[FragmentKey]) -> Result<Vec<Option<FragmentMeta>>> {
-        // One borrow of what this query has seen, and the snapshot's address map taken once
-        // for the rest (the vector list's fragments, mostly).
-        let mut out = Vec::with_capacity(fragments.len());
-        let mut missed = Vec::new();
-        {
-            let seen = self.seen.borrow();
-            for (i, f) in fragments.iter().enumerate() {
-                let found = seen.get(f).copied();
-                if found.is_none() {
-                    missed.push(i);
-                }
-                out.push(found);
-            }
-        }
-        if !missed.is_empty() {
-            let addresses = self.addresses()?;
-            for i in missed {
-                let key = fragments[i];
-                if let Some(&seen) = addresses.get(&key.0) {
-                    self.note(key, seen);
-                    out[i] = Some(seen);
-                }
-            }
-        }
-        Ok(out
-            .into_iter()
-            .map(|s| {
-                s.map(|s| FragmentMeta {
+        fragments
+            .iter()
+            .map(|&f| {
+                Ok(self.lookup(f)?.map(|s| FragmentMeta {
                     source: (!s.entity).then_some(s.source),
                     ordinal: s.ordinal,
-                })
+                }))
             })
-            .collect())
+            .collect()
     }
 
     fn source(&self, source: SourceKey) -> Result<Option<SourceView>> {
