@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from statistics import median
 import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
@@ -283,12 +284,6 @@ def run_one(system, dname, ddir, args, caps):
     if not args.keep_scratch:
         shutil.rmtree(scratch, ignore_errors=True)
     return rec
-
-
-def median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return None if n == 0 else (xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2)
 
 
 def merge_rounds(recs):

@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import sys
+from statistics import median
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
@@ -60,12 +61,6 @@ def mode(r, m):
 
 def ok(r):
     return "error" not in r and "skipped" not in r
-
-
-def median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
 def ratio(a, b, m):
