@@ -90,6 +90,11 @@ DATASETS=()
 if [ "$SCIFACT" = 1 ]; then
   if [ ! -f "$DATA/scifact/meta.json" ]; then
     [ -d "$SCIFACT_SRC" ] || die "no SciFact BEIR folder at $SCIFACT_SRC (set FINDER_BENCH_SCIFACT)"
+    # The model the vectors come from, into FINDER_MODEL_DIR or the default data folder
+    # (a fresh machine has none; an installed, verified model is left alone).
+    FINDER="$(dirname "$BIN")/finder"
+    [ -x "$FINDER" ] || die "no $FINDER (cargo build --release -p finder-cli)"
+    "$FINDER" model install
     echo "== finder-bench embed (SciFact with all-MiniLM-L6-v2; about 10 minutes on 2 cores)"
   fi
   # embed itself skips an up-to-date output
