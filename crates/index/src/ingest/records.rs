@@ -2,10 +2,12 @@
 //! with a problem naming `file:line` for each line that cannot be used.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::io::BufRead;
 use std::path::Path;
 
 use finder_core::{Envelope, IndexSettings};
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::{clip_title, derive_summary, fragment};
@@ -201,7 +203,7 @@ fn parse_line(line: &[u8], line_start: usize, layout: Layout) -> Result<Record, 
             line_start + e.valid_up_to()
         ))
     })?;
-    let value: Value = serde_json::from_str(text).map_err(|e| {
+    let line: Line = serde_json::from_str(text).map_err(|e| {
         let message = e.to_string();
         let message = message
             .split(" at line ")
@@ -210,7 +212,7 @@ fn parse_line(line: &[u8], line_start: usize, layout: Layout) -> Result<Record, 
             .to_string();
         Invalid::new(format!("not valid JSON: {message} (column {})", e.column()))
     })?;
-    let Value::Object(object) = value else {
+    let Line::Object { object, vector } = line else {
         return Err(Invalid::new("expected a JSON object with `id` and `text`"));
     };
     let id_key = layout.id_key();
@@ -235,14 +237,19 @@ fn parse_line(line: &[u8], line_start: usize, layout: Layout) -> Result<Record, 
             id.len()
         )));
     }
-    fields(&object, id.clone(), layout).map_err(|reason| Invalid {
+    fields(&object, vector, id.clone(), layout).map_err(|reason| Invalid {
         reason,
         id: Some(id),
     })
 }
 
 /// The fields after the id; an error says which field was wrong and what it should be.
-fn fields(object: &Map<String, Value>, id: String, layout: Layout) -> Result<Record, String> {
+fn fields(
+    object: &Map<String, Value>,
+    vector: Vector,
+    id: String,
+    layout: Layout,
+) -> Result<Record, String> {
     let entity = match optional_string(object, "kind")?.as_deref() {
         None | Some("source") => false,
         Some("entity") => true,
@@ -309,17 +316,12 @@ fn fields(object: &Map<String, Value>, id: String, layout: Layout) -> Result<Rec
     if let Some(label) = optional_string(object, "label")? {
         extras.insert("label".to_string(), label);
     }
-    let vector = match object.get("vector") {
-        None | Some(Value::Null) => None,
-        Some(Value::Array(items)) => Some(
-            items
-                .iter()
-                .map(|x| x.as_f64().map(|x| x as f32).filter(|x| x.is_finite()))
-                .collect::<Option<Vec<f32>>>()
-                .filter(|v| !v.is_empty())
-                .ok_or("`vector` must be a non-empty array of finite numbers")?,
-        ),
-        Some(_) => return Err("`vector` must be a non-empty array of finite numbers".to_string()),
+    let vector = match vector {
+        Vector::Absent => None,
+        Vector::Floats(v) => Some(v),
+        Vector::Invalid => {
+            return Err("`vector` must be a non-empty array of finite numbers".to_string())
+        }
     };
     Ok(Record {
         id,
@@ -334,6 +336,171 @@ fn fields(object: &Map<String, Value>, id: String, layout: Layout) -> Result<Rec
         aliases,
         relations,
     })
+}
+
+/// A line as parsed: every top-level field as a JSON value but `vector`, whose numbers go
+/// straight into floats. Read as a `Value`, a 384-number vector was most of a record's parse:
+/// a tree node per number, then a second pass to convert them.
+enum Line {
+    Object {
+        object: Map<String, Value>,
+        vector: Vector,
+    },
+    /// Valid JSON that is not an object.
+    Other,
+}
+
+/// The `vector` field; [`Vector::Invalid`] is anything but a non-empty array of numbers that
+/// are finite as `f32`. The line's other fields are still read, so the problem it makes can
+/// name the source.
+enum Vector {
+    Absent,
+    Floats(Vec<f32>),
+    Invalid,
+}
+
+impl<'de> Deserialize<'de> for Line {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Line, D::Error> {
+        struct Visit;
+        impl<'de> Visitor<'de> for Visit {
+            type Value = Line;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Line, A::Error> {
+                let mut object = Map::new();
+                let mut vector = Vector::Absent;
+                // A repeated key keeps its last value, as `Value` does.
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "vector" {
+                        vector = map.next_value()?;
+                    } else {
+                        object.insert(key, map.next_value()?);
+                    }
+                }
+                Ok(Line::Object { object, vector })
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Line, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Line::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Line, E> {
+                Ok(Line::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Line, E> {
+                Ok(Line::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Line, E> {
+                Ok(Line::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Line, E> {
+                Ok(Line::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Line, E> {
+                Ok(Line::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Line, E> {
+                Ok(Line::Other)
+            }
+        }
+        deserializer.deserialize_any(Visit)
+    }
+}
+
+impl<'de> Deserialize<'de> for Vector {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Vector, D::Error> {
+        struct Visit;
+        impl<'de> Visitor<'de> for Visit {
+            type Value = Vector;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array of numbers")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vector, A::Error> {
+                let mut floats = Vec::new();
+                let mut valid = true;
+                while let Some(Float(x)) = seq.next_element()? {
+                    match x {
+                        Some(x) if valid => floats.push(x),
+                        _ => valid = false,
+                    }
+                }
+                Ok(if valid && !floats.is_empty() {
+                    Vector::Floats(floats)
+                } else {
+                    Vector::Invalid
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vector, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Vector::Invalid)
+            }
+            fn visit_unit<E>(self) -> Result<Vector, E> {
+                Ok(Vector::Absent)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Vector, E> {
+                Ok(Vector::Invalid)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Vector, E> {
+                Ok(Vector::Invalid)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Vector, E> {
+                Ok(Vector::Invalid)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Vector, E> {
+                Ok(Vector::Invalid)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Vector, E> {
+                Ok(Vector::Invalid)
+            }
+        }
+        deserializer.deserialize_any(Visit)
+    }
+}
+
+/// One element of `vector`: a number that is finite as `f32` (converted as `Value::as_f64`
+/// then `as f32` would), or `None` for anything else.
+struct Float(Option<f32>);
+
+impl<'de> Deserialize<'de> for Float {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Float, D::Error> {
+        struct Visit;
+        fn finite(x: f64) -> Float {
+            Float(Some(x as f32).filter(|x| x.is_finite()))
+        }
+        impl<'de> Visitor<'de> for Visit {
+            type Value = Float;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_f64<E>(self, x: f64) -> Result<Float, E> {
+                Ok(finite(x))
+            }
+            fn visit_i64<E>(self, x: i64) -> Result<Float, E> {
+                Ok(finite(x as f64))
+            }
+            fn visit_u64<E>(self, x: u64) -> Result<Float, E> {
+                Ok(finite(x as f64))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Float, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Float(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Float, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Float(None))
+            }
+            fn visit_unit<E>(self) -> Result<Float, E> {
+                Ok(Float(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Float, E> {
+                Ok(Float(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Float, E> {
+                Ok(Float(None))
+            }
+        }
+        deserializer.deserialize_any(Visit)
+    }
 }
 
 /// One declared relation: `{"to": id, "kind": name}`; the kind defaults to `relates`.
@@ -647,5 +814,130 @@ mod tests {
         assert_eq!(s.summary, "Alterations of the architecture. More text.");
         let (_, problems) = read(r#"{"id": "x", "text": "t"}"#, Layout::Beir);
         assert_eq!(problems[0].reason, "missing `_id` (a string or number)");
+    }
+
+    /// What the vector field was read as before the direct parse: a `Value`, each element's
+    /// `as_f64` cast to `f32`; `Err` is the problem.
+    fn vector_as_value(field: &str) -> Result<Option<Vec<f32>>, ()> {
+        let value: Value = serde_json::from_str(field).unwrap();
+        match value {
+            Value::Null => Ok(None),
+            Value::Array(items) => items
+                .iter()
+                .map(|x| x.as_f64().map(|x| x as f32).filter(|x| x.is_finite()))
+                .collect::<Option<Vec<f32>>>()
+                .filter(|v| !v.is_empty())
+                .map(Some)
+                .ok_or(()),
+            _ => Err(()),
+        }
+    }
+
+    fn vector_read(field: &str) -> Result<Option<Vec<f32>>, String> {
+        let line = format!(r#"{{"id": "v", "text": "t", "vector": {field}}}"#);
+        match read(&line, Layout::Records) {
+            (sources, problems) if problems.is_empty() => Ok(sources[0].vector.clone()),
+            (_, problems) => {
+                assert_eq!(problems[0].source_id.as_deref(), Some("v"));
+                Err(problems[0].reason.clone())
+            }
+        }
+    }
+
+    #[test]
+    fn vectors_read_as_the_value_tree_read_them() {
+        let fields = [
+            "[1, -2, 3.5e-3, 0, -0.0, 1e38, -7, 12345678901234567890, 1e-50]",
+            "[0.1]",
+            "null",
+            "[]",
+            "\"1 2\"",
+            "{}",
+            r#"{"a": [1, {"b": 2}]}"#,
+            "[1, \"2\"]",
+            "[1, null]",
+            "[1, [2]]",
+            r#"[1, {"a": [1]}]"#,
+            "[1e39]",
+            "[-1e39, 1]",
+            "true",
+            "3",
+        ];
+        for field in fields {
+            let expected = vector_as_value(field);
+            let got = vector_read(field);
+            match (expected, got) {
+                (Ok(want), Ok(got)) => {
+                    let bits = |v: Option<Vec<f32>>| {
+                        v.map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+                    };
+                    assert_eq!(bits(got), bits(want), "{field}");
+                }
+                (Err(()), Err(reason)) => assert_eq!(
+                    reason, "`vector` must be a non-empty array of finite numbers",
+                    "{field}"
+                ),
+                (want, got) => panic!("{field}: expected {want:?}, read {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_repeated_vector_key_keeps_the_last_and_other_json_is_not_a_record() {
+        let line = r#"{"id": "v", "text": "t", "vector": "x", "vector": [2]}"#;
+        let (sources, problems) = read(line, Layout::Records);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(sources[0].vector, Some(vec![2.0]));
+        let line = r#"{"id": "v", "text": "t", "vector": [2], "vector": []}"#;
+        let (_, problems) = read(line, Layout::Records);
+        assert_eq!(
+            problems[0].reason,
+            "`vector` must be a non-empty array of finite numbers"
+        );
+        for line in [
+            "[1, {\"id\": 2}]",
+            "\"id\"",
+            "3",
+            "-3",
+            "2.5",
+            "null",
+            "true",
+        ] {
+            let (_, problems) = read(line, Layout::Records);
+            assert_eq!(
+                problems[0].reason, "expected a JSON object with `id` and `text`",
+                "{line}"
+            );
+        }
+        let (_, problems) = read(
+            r#"{"id": "v", "text": "t", "vector": [1e400]}"#,
+            Layout::Records,
+        );
+        assert!(
+            problems[0]
+                .reason
+                .starts_with("not valid JSON: number out of range"),
+            "{}",
+            problems[0].reason
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_float_vector_reads_as_the_value_tree_read_it(
+            xs in proptest::collection::vec(proptest::num::f64::ANY, 1..40)
+        ) {
+            // JSON has no NaN or infinity: those elements become out-of-range literals.
+            let field = format!(
+                "[{}]",
+                xs.iter()
+                    .map(|x| if x.is_finite() { format!("{x:e}") } else { "1e300".to_string() })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            let want = vector_as_value(&field).map(|v| v.map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()));
+            let got = vector_read(&field).map(|v| v.map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()));
+            proptest::prop_assert_eq!(want.ok(), got.ok());
+        }
     }
 }
