@@ -452,6 +452,8 @@ struct QueryRun<'a> {
     addresses: RefCell<Option<Addresses>>,
     /// Every segment's key columns, by segment ordinal (see `QueryRun::key_columns`).
     columns: RefCell<Option<Arc<Vec<KeyColumns>>>>,
+    /// The query's words as built searches, for the page's previews (see `Retriever::hint`).
+    words: RefCell<Option<crate::preview::QueryWords>>,
     /// Where each seen source's first fragment (the one holding its record) is.
     firsts: RefCell<FastMap<SourceKey, DocAddress>>,
     /// Stored fragments read so far (a page's source and its hints are often one document).
@@ -475,6 +477,7 @@ impl<'a> QueryRun<'a> {
             seen: RefCell::default(),
             addresses: RefCell::default(),
             columns: RefCell::default(),
+            words: RefCell::default(),
             firsts: RefCell::default(),
             docs: RefCell::default(),
             extra: RefCell::new(Vec::new()),
@@ -994,9 +997,11 @@ impl Retriever for QueryRun<'_> {
             return Ok(None);
         };
         let stored = self.stored(seen.address)?;
-        Ok(Some((
-            crate::preview::preview(&stored.0, query, max_chars),
-            stored.1.extent,
-        )))
+        let mut words = self.words.borrow_mut();
+        if words.as_ref().is_none_or(|w| w.query() != query) {
+            *words = Some(crate::preview::QueryWords::new(query));
+        }
+        let words = words.as_ref().expect("the query's words were set above");
+        Ok(Some((words.preview(&stored.0, max_chars), stored.1.extent)))
     }
 }

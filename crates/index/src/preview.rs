@@ -6,6 +6,41 @@ use std::borrow::Cow;
 /// a query word (ASCII case-insensitive, words of three or more characters), cut at word
 /// boundaries, with `…` where text was cut. Whitespace runs collapse to one space.
 pub fn preview(body: &str, query: &str, max_chars: usize) -> String {
+    QueryWords::new(query).preview(body, max_chars)
+}
+
+/// A query's words (three characters or more), each with its search built: a page asks for
+/// a preview per hint, so a query builds these once instead of once per hint.
+pub struct QueryWords {
+    query: String,
+    needles: Vec<memchr::memmem::Finder<'static>>,
+}
+
+impl QueryWords {
+    pub fn new(query: &str) -> QueryWords {
+        let needles = query
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.chars().count() >= 3)
+            .map(|w| memchr::memmem::Finder::new(w.to_ascii_lowercase().as_bytes()).into_owned())
+            .collect();
+        QueryWords {
+            query: query.to_string(),
+            needles,
+        }
+    }
+
+    /// The query these words are of.
+    pub fn query(&self) -> &str {
+        &self.query
+    }
+
+    /// [`preview`] of `body` for this query.
+    pub fn preview(&self, body: &str, max_chars: usize) -> String {
+        window(body, &self.needles, max_chars)
+    }
+}
+
+fn window(body: &str, needles: &[memchr::memmem::Finder<'_>], max_chars: usize) -> String {
     let text = collapse_whitespace(body);
     // No more bytes than the window: no more characters either.
     if text.len() <= max_chars {
@@ -17,7 +52,7 @@ pub fn preview(body: &str, query: &str, max_chars: usize) -> String {
     }
     // The window is defined in characters; their positions are mapped to byte offsets only
     // around the window, instead of copying the whole fragment into a vector of characters.
-    let first_match = first_match(&text, query);
+    let first_match = first_match(&text, needles);
     // Start a fifth of the window before the match, at a word boundary.
     let mut start = first_match
         .saturating_sub(max_chars / 5)
@@ -92,7 +127,7 @@ fn byte_offset(text: &str, from: usize, chars: usize) -> usize {
 
 /// The character position in `text` of the earliest occurrence of a query word (ASCII
 /// case-insensitive, words of three or more characters); 0 when there is none.
-fn first_match(text: &str, query: &str) -> usize {
+fn first_match(text: &str, needles: &[memchr::memmem::Finder<'_>]) -> usize {
     // A match of one valid UTF-8 string in another starts on a character boundary, so a
     // byte search over the ASCII-lowercased text finds what a search over its characters
     // would, and the earliest byte offset is the earliest character. Each word's search
@@ -100,13 +135,9 @@ fn first_match(text: &str, query: &str) -> usize {
     // than `str::find` here: previews were a fifth of a lexical query).
     let lower = text.to_ascii_lowercase();
     let mut earliest = lower.len();
-    for word in query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.chars().count() >= 3)
-    {
-        let needle = word.to_ascii_lowercase();
-        let within = &lower.as_bytes()[..(earliest + needle.len() - 1).min(lower.len())];
-        if let Some(at) = memchr::memmem::find(within, needle.as_bytes()) {
+    for needle in needles {
+        let within = &lower.as_bytes()[..(earliest + needle.needle().len() - 1).min(lower.len())];
+        if let Some(at) = needle.find(within) {
             earliest = at;
         }
     }
@@ -141,7 +172,7 @@ mod tests {
         if chars.len() <= max_chars {
             return text;
         }
-        let first_match = first_match(&text, query);
+        let first_match = first_match(&text, &QueryWords::new(query).needles);
         let mut start = first_match
             .saturating_sub(max_chars / 5)
             .min(chars.len() - max_chars);
@@ -210,8 +241,33 @@ mod tests {
         ) {
             let text = words.join(" ");
             let query = query.join(" ");
-            prop_assert_eq!(first_match(&text, &query), first_match_plain(&text, &query));
+            prop_assert_eq!(
+                first_match(&text, &QueryWords::new(&query).needles),
+                first_match_plain(&text, &query)
+            );
         }
+    }
+
+    #[test]
+    fn one_querys_words_serve_every_preview_of_it() {
+        let words = QueryWords::new("Token EXPIRED ab");
+        let bodies = [
+            format!("{} the token expired {}", "x ".repeat(40), "y ".repeat(40)),
+            format!(
+                "{} expired, then the token {}",
+                "z ".repeat(70),
+                "w ".repeat(10)
+            ),
+            "no query word here at all, only filler words".repeat(5),
+            "short".to_string(),
+        ];
+        for body in &bodies {
+            assert_eq!(
+                words.preview(body, 40),
+                preview(body, "Token EXPIRED ab", 40)
+            );
+        }
+        assert!(words.preview(&bodies[1], 40).contains("expired"));
     }
 
     #[test]
