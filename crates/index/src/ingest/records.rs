@@ -7,7 +7,7 @@ use std::io::BufRead;
 use std::path::Path;
 
 use finder_core::{Envelope, IndexSettings};
-use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::{clip_title, derive_summary, fragment};
@@ -359,6 +359,32 @@ enum Vector {
     Invalid,
 }
 
+/// One element of `vector`: a number that is finite as `f32` (converted as `Value::as_f64`
+/// then `as f32`), or `None` for anything else.
+struct Float(Option<f32>);
+
+/// Visitor methods for the scalars a visitor maps to one fixed result.
+macro_rules! scalars_are {
+    ($result:expr, $($method:ident($($arg:ty)?)),*) => {
+        $(fn $method<E>(self $(, _: $arg)?) -> Result<Self::Value, E> {
+            Ok($result)
+        })*
+    };
+}
+
+/// Reads and drops a sequence's elements, or a map's entries, that a visitor has no use for.
+/// As `Value`s, not `IgnoredAny`: the skipping parser checks neither number ranges, nor
+/// escapes, nor nesting depth, and the line must be as valid JSON as a `Value` needs it.
+fn drop_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
+    while seq.next_element::<Value>()?.is_some() {}
+    Ok(())
+}
+
+fn drop_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
+    while map.next_entry::<String, Value>()?.is_some() {}
+    Ok(())
+}
+
 impl<'de> Deserialize<'de> for Line {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Line, D::Error> {
         struct Visit;
@@ -380,28 +406,19 @@ impl<'de> Deserialize<'de> for Line {
                 }
                 Ok(Line::Object { object, vector })
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Line, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Line, A::Error> {
+                drop_seq(seq)?;
                 Ok(Line::Other)
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Line, E> {
-                Ok(Line::Other)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Line, E> {
-                Ok(Line::Other)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Line, E> {
-                Ok(Line::Other)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Line, E> {
-                Ok(Line::Other)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Line, E> {
-                Ok(Line::Other)
-            }
-            fn visit_unit<E>(self) -> Result<Line, E> {
-                Ok(Line::Other)
-            }
+            scalars_are!(
+                Line::Other,
+                visit_unit(),
+                visit_bool(bool),
+                visit_i64(i64),
+                visit_u64(u64),
+                visit_f64(f64),
+                visit_str(&str)
+            );
         }
         deserializer.deserialize_any(Visit)
     }
@@ -430,36 +447,23 @@ impl<'de> Deserialize<'de> for Vector {
                     Vector::Invalid
                 })
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vector, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Vector, A::Error> {
+                drop_map(map)?;
                 Ok(Vector::Invalid)
             }
-            fn visit_unit<E>(self) -> Result<Vector, E> {
-                Ok(Vector::Absent)
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Vector, E> {
-                Ok(Vector::Invalid)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Vector, E> {
-                Ok(Vector::Invalid)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Vector, E> {
-                Ok(Vector::Invalid)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Vector, E> {
-                Ok(Vector::Invalid)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Vector, E> {
-                Ok(Vector::Invalid)
-            }
+            scalars_are!(Vector::Absent, visit_unit());
+            scalars_are!(
+                Vector::Invalid,
+                visit_bool(bool),
+                visit_i64(i64),
+                visit_u64(u64),
+                visit_f64(f64),
+                visit_str(&str)
+            );
         }
         deserializer.deserialize_any(Visit)
     }
 }
-
-/// One element of `vector`: a number that is finite as `f32` (converted as `Value::as_f64`
-/// then `as f32` would), or `None` for anything else.
-struct Float(Option<f32>);
 
 impl<'de> Deserialize<'de> for Float {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Float, D::Error> {
@@ -481,23 +485,15 @@ impl<'de> Deserialize<'de> for Float {
             fn visit_u64<E>(self, x: u64) -> Result<Float, E> {
                 Ok(finite(x as f64))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Float, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Float, A::Error> {
+                drop_seq(seq)?;
                 Ok(Float(None))
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Float, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Float, A::Error> {
+                drop_map(map)?;
                 Ok(Float(None))
             }
-            fn visit_unit<E>(self) -> Result<Float, E> {
-                Ok(Float(None))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Float, E> {
-                Ok(Float(None))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Float, E> {
-                Ok(Float(None))
-            }
+            scalars_are!(Float(None), visit_unit(), visit_bool(bool), visit_str(&str));
         }
         deserializer.deserialize_any(Visit)
     }
@@ -578,6 +574,7 @@ fn scalar(value: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy;
 
     fn read(text: &str, layout: Layout) -> (Vec<SourceDoc>, Vec<Problem>) {
         let mut sources = Vec::new();
@@ -816,31 +813,55 @@ mod tests {
         assert_eq!(problems[0].reason, "missing `_id` (a string or number)");
     }
 
-    /// What the vector field was read as before the direct parse: a `Value`, each element's
-    /// `as_f64` cast to `f32`; `Err` is the problem.
-    fn vector_as_value(field: &str) -> Result<Option<Vec<f32>>, ()> {
-        let value: Value = serde_json::from_str(field).unwrap();
-        match value {
+    const BAD_VECTOR: &str = "`vector` must be a non-empty array of finite numbers";
+
+    /// A vector's floats as bits, so that -0.0 and 0.0 differ.
+    fn bits(v: Option<Vec<f32>>) -> Option<Vec<u32>> {
+        v.map(|v| v.iter().map(|x| x.to_bits()).collect())
+    }
+
+    /// The line `{"id": "v", "text": "t", "vector": FIELD}` as the parser before the direct
+    /// vector read saw it: the whole line a `Value`, each element's `as_f64` cast to `f32`.
+    /// The error is the problem's text.
+    fn vector_as_value(field: &str) -> Result<Option<Vec<u32>>, String> {
+        let line = format!(r#"{{"id": "v", "text": "t", "vector": {field}}}"#);
+        let value: Value = serde_json::from_str(&line).map_err(|e| e.to_string())?;
+        match &value["vector"] {
             Value::Null => Ok(None),
             Value::Array(items) => items
                 .iter()
                 .map(|x| x.as_f64().map(|x| x as f32).filter(|x| x.is_finite()))
                 .collect::<Option<Vec<f32>>>()
                 .filter(|v| !v.is_empty())
-                .map(Some)
-                .ok_or(()),
-            _ => Err(()),
+                .map(|v| bits(Some(v)))
+                .ok_or(BAD_VECTOR.to_string()),
+            _ => Err(BAD_VECTOR.to_string()),
         }
     }
 
-    fn vector_read(field: &str) -> Result<Option<Vec<f32>>, String> {
+    /// The same line through `read_lines`.
+    fn vector_read(field: &str) -> Result<Option<Vec<u32>>, String> {
         let line = format!(r#"{{"id": "v", "text": "t", "vector": {field}}}"#);
         match read(&line, Layout::Records) {
-            (sources, problems) if problems.is_empty() => Ok(sources[0].vector.clone()),
-            (_, problems) => {
-                assert_eq!(problems[0].source_id.as_deref(), Some("v"));
-                Err(problems[0].reason.clone())
+            (sources, problems) if problems.is_empty() => Ok(bits(sources[0].vector.clone())),
+            (_, problems) => Err(problems[0].reason.clone()),
+        }
+    }
+
+    /// `vector_read` agrees with `vector_as_value`: the same floats, or a problem where it
+    /// failed (the vector problem for a bad vector, a JSON problem for bad JSON).
+    fn assert_read_as_before(field: &str) {
+        match (vector_as_value(field), vector_read(field)) {
+            (Ok(want), Ok(got)) => assert_eq!(got, want, "{field}"),
+            (Err(want), Err(got)) if want == BAD_VECTOR => assert_eq!(got, want, "{field}"),
+            (Err(want), Err(got)) => {
+                let message = want.split(" at line ").next().unwrap_or(&want);
+                assert!(
+                    got.starts_with(&format!("not valid JSON: {message} (column ")),
+                    "{field}: {got} / {want}"
+                );
             }
+            (want, got) => panic!("{field}: expected {want:?}, read {got:?}"),
         }
     }
 
@@ -864,21 +885,24 @@ mod tests {
             "3",
         ];
         for field in fields {
-            let expected = vector_as_value(field);
-            let got = vector_read(field);
-            match (expected, got) {
-                (Ok(want), Ok(got)) => {
-                    let bits = |v: Option<Vec<f32>>| {
-                        v.map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
-                    };
-                    assert_eq!(bits(got), bits(want), "{field}");
-                }
-                (Err(()), Err(reason)) => assert_eq!(
-                    reason, "`vector` must be a non-empty array of finite numbers",
-                    "{field}"
-                ),
-                (want, got) => panic!("{field}: expected {want:?}, read {got:?}"),
-            }
+            assert_read_as_before(field);
+        }
+        // Values the vector read drops are still checked as JSON, as a `Value` checks them.
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        for field in [
+            "{\"a\": 1e400}",
+            "[1, [1e400]]",
+            "[[\"\\ud800\"]]",
+            "[1, {\"a\": \"\\udc00x\"}]",
+            deep.as_str(),
+        ] {
+            assert_read_as_before(field);
+            assert!(
+                vector_read(field)
+                    .unwrap_err()
+                    .starts_with("not valid JSON"),
+                "{field}"
+            );
         }
     }
 
@@ -920,24 +944,39 @@ mod tests {
             "{}",
             problems[0].reason
         );
+        // A non-object line's contents are still checked as JSON.
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        for line in ["[1e400]", "[\"\\ud800\"]", deep.as_str()] {
+            let (_, problems) = read(line, Layout::Records);
+            assert!(problems[0].reason.starts_with("not valid JSON"), "{line}");
+        }
     }
 
     proptest::proptest! {
         #[test]
         fn any_float_vector_reads_as_the_value_tree_read_it(
-            xs in proptest::collection::vec(proptest::num::f64::ANY, 1..40)
+            xs in proptest::collection::vec(
+                proptest::prop_oneof![
+                    8 => proptest::num::f32::ANY
+                        .prop_filter("finite", |x| x.is_finite())
+                        .prop_map(f64::from),
+                    1 => proptest::num::f64::NORMAL,
+                    1 => proptest::num::i64::ANY.prop_map(|x| x as f64),
+                ],
+                1..40,
+            ),
+            exponent in proptest::bool::ANY,
         ) {
-            // JSON has no NaN or infinity: those elements become out-of-range literals.
+            // f32 values mostly (some that JSON writes as integers), now and then an f64 past
+            // f32's range (the vector problem).
             let field = format!(
                 "[{}]",
                 xs.iter()
-                    .map(|x| if x.is_finite() { format!("{x:e}") } else { "1e300".to_string() })
+                    .map(|x| if exponent { format!("{x:e}") } else { format!("{x}") })
                     .collect::<Vec<_>>()
                     .join(", ")
             );
-            let want = vector_as_value(&field).map(|v| v.map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()));
-            let got = vector_read(&field).map(|v| v.map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()));
-            proptest::prop_assert_eq!(want.ok(), got.ok());
+            assert_read_as_before(&field);
         }
     }
 }
