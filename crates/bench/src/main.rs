@@ -7,6 +7,10 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use finder_bench::{embed, gen, run};
 
+/// `finder`'s allocator (see crates/cli/src/main.rs), so that what is measured is what runs.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "finder-bench",

@@ -11,6 +11,14 @@ use finder_core::Settings;
 use finder_index::{index_inputs, load_settings, Finder, Progress};
 use indicatif::{ProgressBar, ProgressStyle};
 
+/// mimalloc rather than glibc's allocator. The model's forward passes allocate and free
+/// tensors of megabytes batch after batch, which glibc maps and unmaps each time (builds set
+/// its threshold low to keep their peak down), and a query's many small maps and lists cost
+/// less. finder-index's `mimalloc` feature has builds hand mimalloc's free pages back between
+/// phases. Measured in docs/BENCHMARKS.md (tenth pass).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod render;
 mod semantic;
 mod serve;

@@ -91,9 +91,15 @@ pub(crate) fn read_ann(vdir: &Path) -> Result<Hnsw> {
         path: path.clone(),
         source,
     })?;
-    Hnsw::read_from(&mut BufReader::with_capacity(1 << 20, file)).map_err(|e| IndexError::Corrupt {
-        path,
-        reason: e.to_string(),
+    let size = file.metadata().map_err(|source| IndexError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    Hnsw::read_from_sized(&mut BufReader::with_capacity(1 << 20, file), size.len()).map_err(|e| {
+        IndexError::Corrupt {
+            path,
+            reason: e.to_string(),
+        }
     })
 }
 
