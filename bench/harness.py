@@ -22,6 +22,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import shutil
 import signal
 import subprocess
@@ -144,6 +145,30 @@ def vm_hwm():
     return None
 
 
+def cpu_snapshot():
+    """(CPU seconds the whole machine has been busy since boot, from /proc/stat; this
+    harness's own CPU seconds), or None where /proc/stat cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:]]
+        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+        busy = (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return busy, me.ru_utime + me.ru_stime
+
+
+def others_cpu(start, end, rusage, wall):
+    """Cores' worth of CPU that processes other than the run and this harness used during the
+    run: the machine's busy time less the run's own user and system time, over its wall
+    time. Unlike the load average, it does not hold the previous run's work."""
+    if start is None or end is None or rusage is None or wall <= 0:
+        return None
+    own = rusage.ru_utime + rusage.ru_stime + (end[1] - start[1])
+    return round(max(0.0, end[0] - start[0] - own) / wall, 2)
+
+
 def command_for(system, ddir, out, scratch, queries_limit, args):
     if system == "finder":
         cmd = [args.finder_bin, "run", "--data", ddir, "--out", out]
@@ -209,6 +234,7 @@ def run_one(system, dname, ddir, args, caps):
     print(f"[{dname}] {system}: {' '.join(cmd)}", flush=True)
     load_start = os.getloadavg()[0]
     harness_hwm = vm_hwm()
+    cpu_start = cpu_snapshot()
     t0 = time.monotonic()
     status, rusage, timed_out = None, None, False
     with open(log_path, "w") as log:
@@ -241,8 +267,10 @@ def run_one(system, dname, ddir, args, caps):
         proc.returncode = os.waitstatus_to_exitcode(status)
         killpg(proc.pid, signal.SIGKILL)  # stragglers of the group, if any
     wall = round(time.monotonic() - t0, 1)
-    # 1-minute load average before and after: above ~1 on 2 cores, something else competed
+    # 1-minute load average before and after (it still holds the previous run's work), and
+    # what other processes used meanwhile
     load = {"start": round(load_start, 2), "end": round(os.getloadavg()[0], 2)}
+    others = others_cpu(cpu_start, cpu_snapshot(), rusage, time.monotonic() - t0)
     if pg_tmp:
         cleanup_pg(pg_tmp)
     maxrss = rusage.ru_maxrss * 1024
@@ -258,6 +286,7 @@ def run_one(system, dname, ddir, args, caps):
         rec["dataset"] = dname
         rec["wall_s"] = wall
         rec["load_avg_1m"] = load
+        rec["others_cpu"] = others
         rec["date"] = base["date"]
         rec["machine"] = base["machine"]
         rec["command"] = cmd_display(cmd)
@@ -312,6 +341,7 @@ def merge_rounds(recs):
         if vals:
             out[key] = max(vals)
     out["load_avg_1m_rounds"] = [r.get("load_avg_1m") for r in recs]
+    out["others_cpu_rounds"] = [r.get("others_cpu") for r in recs]
     out["wall_s"] = round(sum(r.get("wall_s") or 0 for r in recs), 1)
     return out
 

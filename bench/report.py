@@ -18,6 +18,24 @@ BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 HEADING = "## Side by side with peers (issue 7)"
 
 
+# Cores' worth of other processes' CPU during a run above which the report cautions.
+OTHERS_CPU_CAUTION = 0.25
+
+
+def busy_others(r):
+    """What competed with a run: the largest round's `others_cpu` (cores' worth of other
+    processes' CPU during it), or for records made before that was measured the 1-minute load
+    average at the start when above 1 (else None)."""
+    others = [x for x in (r.get("others_cpu_rounds") or [r.get("others_cpu")]) if x is not None]
+    if others:
+        return max(others)
+    start = max(
+        (la.get("start", 0) for la in (r.get("load_avg_1m_rounds") or [r.get("load_avg_1m")]) if la),
+        default=0,
+    )
+    return start if start > 1.0 else None
+
+
 def load(results):
     data = {}
     for path in sorted(glob.glob(os.path.join(results, "*", "*.json"))):
@@ -153,7 +171,11 @@ def dataset_table(dname, runs):
             items.append(f"{r['rounds']} rounds, p50 ms per round: {per}")
             items.append(f"wall of all rounds {r.get('wall_s')} s")
         elif la:
-            items.append(f"run wall {r.get('wall_s')} s, 1-min load average {la['start']} → {la['end']}")
+            others = r.get("others_cpu")
+            items.append(
+                f"run wall {r.get('wall_s')} s, 1-min load average {la['start']} → {la['end']}"
+                + (f", other processes {others} of a core" if others is not None else "")
+            )
         if "log_tail" in r:
             items.append("log tail: " + " ⏎ ".join(r["log_tail"][-5:]))
         if items:
@@ -295,13 +317,10 @@ def section(data, chart_rel, chart_sets, command):
     L.append(f"- machine: {machine_line(data)}")
     L.append(f"- date: {dates(data)}")
     busy = sorted(
-        f"{r.get('system')} on {d} ({start})"
+        f"{r.get('system')} on {d} ({others})"
         for d, runs in data.items()
         for r in runs.values()
-        if (start := max(
-            (la.get("start", 0) for la in (r.get("load_avg_1m_rounds") or [r.get("load_avg_1m")]) if la),
-            default=0,
-        )) > 1.0
+        if (others := busy_others(r)) is not None and others > OTHERS_CPU_CAUTION
     )
     rounds = sorted({r["rounds"] for runs in data.values() for r in runs.values() if r.get("rounds")})
     if rounds:
@@ -312,8 +331,10 @@ def section(data, chart_rel, chart_sets, command):
         )
     if busy:
         L.append(
-            "- caution: these runs started while the machine was busy with other work (1-minute "
-            "load average above 1 on 2 cores), so their latencies are noisier: " + ", ".join(busy)
+            "- caution: other processes used more than "
+            f"{OTHERS_CPU_CAUTION} of a core during these runs (the largest round's share in "
+            "brackets; older records without that measure: the 1-minute load average at the "
+            "start, above 1), so their latencies are noisier: " + ", ".join(busy)
         )
     L.append("")
     L.append(f"![p50 latency against corpus size]({chart_rel})")
