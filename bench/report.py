@@ -322,12 +322,27 @@ def section(data, chart_rel, chart_sets, command):
         for r in runs.values()
         if (others := busy_others(r)) is not None and others > OTHERS_CPU_CAUTION
     )
-    rounds = sorted({r["rounds"] for runs in data.values() for r in runs.values() if r.get("rounds")})
-    if rounds:
+    repeated = sorted(
+        (r["rounds"], s, d) for d, runs in data.items() for s, r in runs.items() if r.get("rounds")
+    )
+    once = any(
+        not r.get("rounds") and not r.get("skipped") and not r.get("error")
+        for runs in data.values()
+        for r in runs.values()
+    )
+    if repeated and not once:
+        rounds = sorted({n for n, _, _ in repeated})
         L.append(
             f"- rounds: every (system, dataset) pair ran {' or '.join(map(str, rounds))} times, "
             "round after round; each latency is the median of the rounds, index time too, and "
             "peak RSS the largest"
+        )
+    elif repeated:
+        L.append(
+            "- rounds: "
+            + ", ".join(f"{s} on {d} ({n})" for n, s, d in repeated)
+            + " ran that many times, round after round (each latency the median of the rounds, "
+            "index time too, peak RSS the largest); every other row is one run"
         )
     if busy:
         L.append(
