@@ -207,7 +207,8 @@ impl Finder {
         if !path.join("meta.json").exists() {
             return Err(IndexError::NotFound(dir.to_path_buf()));
         }
-        let directory = PreadDirectory::stores_only(&path).map_err(|e| store_error(dir, e))?;
+        let directory = PreadDirectory::for_queries(&path, crate::pread::MAP_STORES_MAX_BYTES)
+            .map_err(|e| store_error(dir, e))?;
         let index = Index::open(directory).map_err(|e| store_error(dir, e))?;
         let fields = resolve(&index.schema()).ok_or_else(|| IndexError::Corrupt {
             path: path.clone(),

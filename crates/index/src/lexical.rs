@@ -167,6 +167,9 @@ pub fn top_k_terms(
         })
         .collect();
     let mut heap: BinaryHeap<Entry> = BinaryHeap::with_capacity(k + 1);
+    // The worst kept score once the heap is full: a document scoring below it cannot enter,
+    // and is passed over without a heap operation (ties still compare their addresses).
+    let mut floor = f32::NEG_INFINITY;
     let mut acc: Vec<f32> = Vec::new();
     let mut touched: Vec<u32> = Vec::new();
     for (seg_ord, segment) in searcher.segment_readers().iter().enumerate() {
@@ -205,15 +208,21 @@ pub fn top_k_terms(
             }
         }
         for &doc in &touched {
-            if segment.is_deleted(doc) {
+            let score = acc[doc as usize];
+            if score < floor || segment.is_deleted(doc) {
                 continue;
             }
-            let entry = Entry(acc[doc as usize], DocAddress::new(seg_ord as u32, doc));
+            let entry = Entry(score, DocAddress::new(seg_ord as u32, doc));
             if heap.len() < k {
                 heap.push(entry);
             } else if let Some(mut worst) = heap.peek_mut().filter(|worst| entry < **worst) {
                 // One sift instead of a pop and a push.
                 *worst = entry;
+            } else {
+                continue;
+            }
+            if heap.len() == k {
+                floor = heap.peek().map_or(floor, |worst| worst.0);
             }
         }
     }

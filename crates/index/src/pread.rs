@@ -5,7 +5,8 @@
 //! until the map goes: at a million fragments with their vectors that is gigabytes of resident
 //! file pages on top of the build's heap, all at once. Read with `pread`, the pages stay in the
 //! kernel's page cache, shared and reclaimable, and the process holds only the block it is
-//! decompressing. Queries keep the memory-mapped directory: they touch a few blocks each.
+//! decompressing. Queries map the postings and read the document stores with positioned
+//! reads, unless the stores are small enough to map as well ([`MAP_STORES_MAX_BYTES`]).
 
 use std::fs::File;
 use std::io;
@@ -20,13 +21,29 @@ use tantivy::directory::{
 };
 use tantivy::HasLen;
 
+/// The document stores of a query directory are memory-mapped when they come to at most this
+/// many bytes together (the `*.store` files of the folder, at open), and read with positioned
+/// reads above it. A mapped store's pages stay resident once a query touched them, a few
+/// dozen KiB a read with the kernel's fault-around, so that is bounded by the stores' size;
+/// a positioned read costs a system call every time (about 2 µs here, a sixth of a lexical
+/// query over 10k fragments, docs/BENCHMARKS.md eleventh pass).
+pub(crate) const MAP_STORES_MAX_BYTES: u64 = 256 << 20;
+
 /// [`MmapDirectory`] for everything but reading the bytes of the files it reads with
-/// [`PreadFile`]: every file, or only the document stores.
+/// [`PreadFile`]: every file, only the document stores, or none.
 #[derive(Debug, Clone)]
 pub(crate) struct PreadDirectory {
     root: PathBuf,
     inner: MmapDirectory,
-    stores_only: bool,
+    reads: Reads,
+}
+
+/// Which files a [`PreadDirectory`] reads with positioned reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    All,
+    Stores,
+    None,
 }
 
 impl PreadDirectory {
@@ -35,7 +52,7 @@ impl PreadDirectory {
         Ok(PreadDirectory {
             root: root.to_path_buf(),
             inner: MmapDirectory::open(root)?,
-            stores_only: false,
+            reads: Reads::All,
         })
     }
 
@@ -46,10 +63,48 @@ impl PreadDirectory {
     /// after 1,000 queries on a million fragments).
     pub(crate) fn stores_only(root: &Path) -> Result<PreadDirectory, tantivy::TantivyError> {
         Ok(PreadDirectory {
-            stores_only: true,
+            reads: Reads::Stores,
             ..PreadDirectory::open(root)?
         })
     }
+
+    /// For queries: [`Self::stores_only`], or every file memory-mapped when the folder's
+    /// document stores come to at most `map_max` bytes ([`MAP_STORES_MAX_BYTES`]).
+    pub(crate) fn for_queries(
+        root: &Path,
+        map_max: u64,
+    ) -> Result<PreadDirectory, tantivy::TantivyError> {
+        let directory = PreadDirectory::stores_only(root)?;
+        let stores = store_bytes(root).map_err(|e| {
+            tantivy::TantivyError::from(OpenReadError::wrap_io_error(e, root.to_path_buf()))
+        })?;
+        Ok(PreadDirectory {
+            reads: if stores <= map_max {
+                Reads::None
+            } else {
+                Reads::Stores
+            },
+            ..directory
+        })
+    }
+
+    /// Whether the document stores are memory-mapped (not read with positioned reads).
+    #[cfg(test)]
+    pub(crate) fn maps_stores(&self) -> bool {
+        self.reads == Reads::None
+    }
+}
+
+/// The bytes of the document stores (`*.store`) in `root`.
+fn store_bytes(root: &Path) -> io::Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(root)? {
+        let entry = entry?;
+        if entry.path().extension().is_some_and(|e| e == "store") {
+            total += entry.metadata()?.len();
+        }
+    }
+    Ok(total)
 }
 
 /// One file, read at an offset on each request.
@@ -96,7 +151,8 @@ fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result
 
 impl Directory for PreadDirectory {
     fn get_file_handle(&self, path: &Path) -> Result<Arc<dyn FileHandle>, OpenReadError> {
-        if self.stores_only && path.extension().is_none_or(|e| e != "store") {
+        let store = path.extension().is_some_and(|e| e == "store");
+        if self.reads == Reads::None || (self.reads == Reads::Stores && !store) {
             return self.inner.get_file_handle(path);
         }
         let full = self.root.join(path);
@@ -165,10 +221,19 @@ mod tests {
 
         let mut want = texts.clone();
         want.sort();
-        // every file read with pread, then only the stores
+        // every file read with pread, then only the stores, then none (stores mapped)
+        let mapped = PreadDirectory::for_queries(dir.path(), MAP_STORES_MAX_BYTES).unwrap();
+        assert!(mapped.maps_stores(), "a store of 500 short texts is mapped");
+        let over = PreadDirectory::for_queries(dir.path(), 0).unwrap();
+        assert!(
+            !over.maps_stores(),
+            "stores over the bound are read with pread"
+        );
         for directory in [
             PreadDirectory::open(dir.path()).unwrap(),
             PreadDirectory::stores_only(dir.path()).unwrap(),
+            over,
+            mapped,
         ] {
             let searcher = Index::open(directory).unwrap().reader().unwrap().searcher();
             let mut read = Vec::new();

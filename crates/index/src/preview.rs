@@ -46,27 +46,38 @@ fn window(body: &str, needles: &[memchr::memmem::Finder<'_>], max_chars: usize) 
     if text.len() <= max_chars {
         return text.into_owned();
     }
-    let total = text.chars().count();
+    // In ASCII text a character is a byte: positions need no counting (counting them was a
+    // third of a preview's time).
+    let ascii = text.is_ascii();
+    let total = if ascii {
+        text.len()
+    } else {
+        text.chars().count()
+    };
     if total <= max_chars {
         return text.into_owned();
     }
     // The window is defined in characters; their positions are mapped to byte offsets only
     // around the window, instead of copying the whole fragment into a vector of characters.
-    let first_match = first_match(&text, needles);
+    let first_match = first_match(&text, needles, ascii);
     // Start a fifth of the window before the match, at a word boundary.
     let mut start = first_match
         .saturating_sub(max_chars / 5)
         .min(total - max_chars);
-    let mut from = byte_offset(&text, 0, start);
+    let mut from = byte_offset(&text, 0, start, ascii);
     while start > 0 && start < first_match && !text[..from].ends_with(' ') {
         from += text[from..].chars().next().map_or(1, char::len_utf8);
         start += 1;
     }
     let mut end = (start + max_chars).min(total);
-    let mut to = byte_offset(&text, from, end - start);
+    let mut to = byte_offset(&text, from, end - start, ascii);
     if end < total {
         if let Some(space) = text[from..to].rfind(' ') {
-            let space_chars = text[from..from + space].chars().count();
+            let space_chars = if ascii {
+                space
+            } else {
+                text[from..from + space].chars().count()
+            };
             if space_chars > max_chars / 2 {
                 end = start + space_chars;
                 to = from + space;
@@ -117,8 +128,12 @@ fn is_collapsed(text: &str) -> bool {
         && (text.is_ascii() || !text.chars().any(|c| !c.is_ascii() && c.is_whitespace()))
 }
 
-/// The byte offset of the character `chars` characters after byte offset `from`.
-fn byte_offset(text: &str, from: usize, chars: usize) -> usize {
+/// The byte offset of the character `chars` characters after byte offset `from` (`ascii`:
+/// `text` is ASCII).
+fn byte_offset(text: &str, from: usize, chars: usize, ascii: bool) -> usize {
+    if ascii {
+        return (from + chars).min(text.len());
+    }
     text[from..]
         .char_indices()
         .nth(chars)
@@ -126,8 +141,9 @@ fn byte_offset(text: &str, from: usize, chars: usize) -> usize {
 }
 
 /// The character position in `text` of the earliest occurrence of a query word (ASCII
-/// case-insensitive, words of three or more characters); 0 when there is none.
-fn first_match(text: &str, needles: &[memchr::memmem::Finder<'_>]) -> usize {
+/// case-insensitive, words of three or more characters); 0 when there is none (`ascii`:
+/// `text` is ASCII).
+fn first_match(text: &str, needles: &[memchr::memmem::Finder<'_>], ascii: bool) -> usize {
     // A match of one valid UTF-8 string in another starts on a character boundary, so a
     // byte search over the ASCII-lowercased text finds what a search over its characters
     // would, and the earliest byte offset is the earliest character. Each word's search
@@ -143,6 +159,8 @@ fn first_match(text: &str, needles: &[memchr::memmem::Finder<'_>]) -> usize {
     }
     if earliest == lower.len() {
         0
+    } else if ascii {
+        earliest
     } else {
         text[..earliest].chars().count()
     }
@@ -223,6 +241,25 @@ mod tests {
             prop_assert_eq!(preview(&body, &query, max), preview_plain(&body, &query, max));
         }
 
+        /// ASCII text (positions counted as bytes) gives the plain window too.
+        #[test]
+        fn the_ascii_window_is_the_plain_window(
+            words in prop::collection::vec("[a-cA-C]{0,6}", 0..80),
+            gaps in prop::collection::vec("[ \t\n]{1,2}", 80),
+            query in prop::collection::vec("[a-cA-C]{1,5}", 0..4),
+            max in 1usize..120,
+        ) {
+            let mut body = String::new();
+            for (i, (word, gap)) in words.iter().zip(&gaps).enumerate() {
+                if i > 0 {
+                    body.push_str(if i % 4 == 0 { gap } else { " " });
+                }
+                body.push_str(word);
+            }
+            let query = query.join(" ");
+            prop_assert_eq!(preview(&body, &query, max), preview_plain(&body, &query, max));
+        }
+
         /// A text is collapsed exactly when collapsing it changes nothing.
         #[test]
         fn collapsed_means_collapsing_changes_nothing(
@@ -242,7 +279,7 @@ mod tests {
             let text = words.join(" ");
             let query = query.join(" ");
             prop_assert_eq!(
-                first_match(&text, &QueryWords::new(&query).needles),
+                first_match(&text, &QueryWords::new(&query).needles, text.is_ascii()),
                 first_match_plain(&text, &query)
             );
         }
