@@ -132,3 +132,42 @@ proptest! {
         }
     }
 }
+
+/// The scorer keeps its accumulator between queries on a thread: a query must find it clean,
+/// whatever the queries before it touched, and list each document once.
+#[test]
+fn queries_leave_no_scores_behind() {
+    let docs: Vec<Vec<usize>> = (0..30)
+        .map(|i| {
+            (0..(3 + i % 7))
+                .map(|j| (i * 5 + j * 3) % VOCAB.len())
+                .collect()
+        })
+        .collect();
+    let (_fx, finder) = build(&docs);
+    let index = finder.tantivy_index();
+    let field = text_field(index);
+    let searcher = index.reader().unwrap().searcher();
+    let params = Bm25Params { k1: 1.2, b: 0.75 };
+    let run = |text: &str, k: usize| {
+        let q = analyze(&mut word_analyzer("english"), text);
+        top_k(&searcher, field, &query_terms(field, &q), params, k).unwrap()
+    };
+    let first = run("token client restore", 5);
+    let other = run("backup deploy token cache queue", 50);
+    let again = run("token client restore", 5);
+    assert_eq!(first, again, "a query after another ranks as before it");
+    assert!(first.len() == 5 && other.len() > 5);
+
+    // On a thread that never scored: the same list.
+    let fresh = std::thread::scope(|s| {
+        s.spawn(|| run("backup deploy token cache queue", 50))
+            .join()
+            .unwrap()
+    });
+    assert_eq!(other, fresh);
+    let mut addresses: Vec<_> = other.iter().map(|(a, _)| *a).collect();
+    addresses.sort();
+    addresses.dedup();
+    assert_eq!(addresses.len(), other.len(), "each document listed once");
+}
