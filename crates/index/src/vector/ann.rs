@@ -48,7 +48,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::io::{self, Read, Write};
 use std::sync::{Mutex, PoisonError};
 
-use super::distance::{dot, dot_i8, quantize};
+use super::distance::{code_sum, dot, dot_i8_summed, quantize};
 
 /// The search beam width to use when the caller has no better idea; `search` widens it to
 /// `k` when `k` is larger. Chosen by the recall test below: on 20,000 clustered
@@ -1064,6 +1064,8 @@ struct Coded<'a> {
     codes: &'a Codes,
     dim: usize,
     query: Vec<i8>,
+    /// The sum of the query's codes (see [`dot_i8_summed`]).
+    query_sum: i32,
     scale: f32,
 }
 
@@ -1074,6 +1076,7 @@ impl<'a> Coded<'a> {
         Coded {
             codes,
             dim,
+            query_sum: code_sum(&coded),
             query: coded,
             scale,
         }
@@ -1084,7 +1087,8 @@ impl Sim for Coded<'_> {
     #[inline]
     fn sim(&self, row: u32) -> f32 {
         let code = row_vector((&self.codes.codes, self.dim), row);
-        self.scale * self.codes.scales[row as usize] * dot_i8(&self.query, code) as f32
+        let dot = dot_i8_summed(&self.query, self.query_sum, code);
+        self.scale * self.codes.scales[row as usize] * dot as f32
     }
 
     fn warm(&self, rows: impl IntoIterator<Item = u32>) {

@@ -112,6 +112,74 @@ pub(crate) fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     dot_i8_lanes(a, b)
 }
 
+/// [`dot_i8`] with the sum of `a`'s codes given (`a_sum`, see [`code_sum`]): where the CPU has
+/// AVX-512 VNNI, one multiply-add instruction takes 64 codes of each side, a sixth of the
+/// instructions of the AVX2 path for a 384-dimensional row. A code scan scores every row of
+/// an index under 10,000 vectors this way for each query, and walks score thousands.
+#[inline]
+pub(crate) fn dot_i8_summed(a: &[i8], a_sum: i32, b: &[i8]) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if vnni_available() {
+            // SAFETY: the CPU supports AVX-512 F, BW and VNNI, as just checked.
+            return unsafe { dot_i8_vnni(a, a_sum, b) };
+        }
+    }
+    let _ = a_sum;
+    dot_i8(a, b)
+}
+
+/// The sum of the codes of `a`: what [`dot_i8_summed`] takes with them.
+pub(crate) fn code_sum(a: &[i8]) -> i32 {
+    a.iter().map(|&x| i32::from(x)).sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+fn vnni_available() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vnni")
+}
+
+/// The exact `i8` dot product with AVX-512 VNNI. Its multiply-add (`vpdpbusd`) takes one side
+/// unsigned: `b`'s codes are moved to `0..=255` by flipping their sign bit (`b + 128`), and
+/// the surplus, `128·Σa` over the same codes, is taken off at the end. Integers are exact,
+/// so this equals the portable sum to the bit.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW and VNNI.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn dot_i8_vnni(a: &[i8], a_sum: i32, b: &[i8]) -> i32 {
+    use std::arch::x86_64::{
+        _mm512_dpbusd_epi32, _mm512_loadu_si512, _mm512_reduce_add_epi32, _mm512_set1_epi8,
+        _mm512_setzero_si512, _mm512_xor_si512,
+    };
+    const WIDE: usize = 64;
+    debug_assert_eq!(a.len(), b.len(), "dot of codes of different lengths");
+    let n = a.len().min(b.len());
+    let whole = n - n % WIDE;
+    let flip = _mm512_set1_epi8(i8::MIN);
+    let mut acc = _mm512_setzero_si512();
+    for at in (0..whole).step_by(WIDE) {
+        // SAFETY: `at + WIDE <= whole <= n`, within both slices; unaligned loads.
+        let (x, y) = unsafe {
+            (
+                _mm512_loadu_si512(b.as_ptr().add(at).cast()),
+                _mm512_loadu_si512(a.as_ptr().add(at).cast()),
+            )
+        };
+        acc = _mm512_dpbusd_epi32(acc, _mm512_xor_si512(x, flip), y);
+    }
+    let mut sum = _mm512_reduce_add_epi32(acc);
+    let mut tail_sum = 0i32;
+    for i in whole..n {
+        sum += i32::from(a[i]) * i32::from(b[i]);
+        tail_sum += i32::from(a[i]);
+    }
+    sum - 128 * (a_sum - tail_sum)
+}
+
 /// [`dot_i8_lanes`] compiled for AVX2.
 ///
 /// # Safety
@@ -264,6 +332,30 @@ mod tests {
                 .sum();
             assert_eq!(i64::from(dot_i8(&a, &b)), want, "len {len}");
             assert_eq!(dot_i8_lanes(&a, &b), dot_i8(&a, &b), "len {len}");
+            // The VNNI path where the CPU has it (the portable one elsewhere).
+            assert_eq!(
+                i64::from(dot_i8_summed(&a, code_sum(&a), &b)),
+                want,
+                "len {len}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_vnni_code_dot_is_exact_at_the_extremes() {
+        // -128 never comes out of `quantize`, but the identity holds for it too.
+        for (x, y) in [
+            (-128i8, -128i8),
+            (-128, 127),
+            (127, -128),
+            (127, 127),
+            (-127, -127),
+        ] {
+            for len in [1usize, 64, 65, 384] {
+                let (a, b) = (vec![x; len], vec![y; len]);
+                let want = len as i32 * i32::from(x) * i32::from(y);
+                assert_eq!(dot_i8_summed(&a, code_sum(&a), &b), want, "{x}·{y} × {len}");
+            }
         }
     }
 
