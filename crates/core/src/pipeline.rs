@@ -16,6 +16,7 @@ use crate::model::{
 use crate::refine::{base_depth, Extensions, Level, Refiner};
 use crate::rollup::rollup;
 use crate::settings::Settings;
+use crate::FastMap;
 
 /// What a channel did for one query.
 #[derive(Debug, Clone, PartialEq)]
@@ -417,7 +418,7 @@ pub fn search_with<R: Retriever>(
 
         let keys: Vec<FragmentKey> = fused.iter().map(|f| f.fragment).collect();
         let metas = store.fragment_meta(&keys)?;
-        let meta: HashMap<FragmentKey, FragmentMeta> = keys
+        let meta: FastMap<FragmentKey, FragmentMeta> = keys
             .iter()
             .zip(metas)
             .filter_map(|(k, m)| m.map(|m| (*k, m)))
@@ -430,7 +431,7 @@ pub fn search_with<R: Retriever>(
             &settings.finder.rollup_weights,
         );
         watch.lap("rollup");
-        let by_fragment: HashMap<FragmentKey, &crate::FusedFragment> =
+        let by_fragment: FastMap<FragmentKey, &crate::FusedFragment> =
             fused.iter().map(|f| (f.fragment, f)).collect();
         let explained = refiner.explained(store, request, settings, wanted);
         let parts: Vec<Vec<ExplainPart>> = ranked
