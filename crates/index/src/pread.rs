@@ -25,7 +25,7 @@ use tantivy::HasLen;
 /// many bytes together (the `*.store` files of the folder, at open), and read with positioned
 /// reads above it. A mapped store's pages stay resident once a query touched them, a few
 /// dozen KiB a read with the kernel's fault-around, so that is bounded by the stores' size;
-/// a positioned read costs a system call every time (about 2 µs here, a sixth of a lexical
+/// a positioned read costs a system call every time (about 2 µs here, an eighth of a lexical
 /// query over 10k fragments, docs/BENCHMARKS.md eleventh pass).
 pub(crate) const MAP_STORES_MAX_BYTES: u64 = 256 << 20;
 
