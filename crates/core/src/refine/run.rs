@@ -346,16 +346,19 @@ impl<'x> Refiner<'x> {
         // what earlier ones placed.
         let divisor = super::top_divisor(entries.iter().map(|e| e.score));
         let ceiling = self.out.last().map_or(f64::INFINITY, |e| e.shown);
-        let mut segment: Vec<Entry> = Vec::new();
-        for mut e in entries {
-            let new_key = e.key.is_none_or(|k| self.consumed_keys.insert(k));
-            let new_id = e.pending || self.consumed.insert(e.view.id.clone());
+        // Kept in place: an entry is a few hundred bytes, and moving every one into a new
+        // vector was most of a plain query's copying.
+        let mut segment = entries;
+        let (consumed_keys, consumed) = (&mut self.consumed_keys, &mut self.consumed);
+        segment.retain_mut(|e| {
+            let new_key = e.key.is_none_or(|k| consumed_keys.insert(k));
+            let new_id = e.pending || consumed.insert(e.view.id.clone());
             if new_key && new_id {
                 e.normalized_by = divisor;
                 e.shown = (e.score / divisor).min(ceiling);
-                segment.push(e);
             }
-        }
+            new_key && new_id
+        });
         for s in level.ranked {
             self.consumed_keys.insert(s.source);
             if let Some(Some(v)) = self.views.get(&s.source) {
@@ -408,7 +411,11 @@ impl<'x> Refiner<'x> {
             self.report.below_min_score += before - segment.len();
             watch.lap("min_score");
         }
-        self.out.extend(segment);
+        if self.out.is_empty() {
+            self.out = segment;
+        } else {
+            self.out.extend(segment);
+        }
         Ok(())
     }
 
