@@ -178,7 +178,7 @@ fn main() {
             .iter()
             .map(|q| boost_with(&graph, q, &weights, &exact_params, &mut scratch))
             .collect();
-        for threshold in [0.0, 1e-6, 3e-6, DEFAULT_PUSH_THRESHOLD, 3e-5, 1e-4] {
+        for threshold in [0.0, 1e-6, 3e-6, 1e-5, DEFAULT_PUSH_THRESHOLD, 3e-5, 1e-4] {
             let params = BoostParams {
                 push_threshold: threshold,
                 ..exact_params
@@ -211,7 +211,7 @@ fn main() {
                 " "
             };
             println!(
-                "{:>7} {:>9.0e}{} {:>7.3} {:>7.3} {:>7.3} {:>7} {:>6.1} {:>8.1e} {:>8.1e} {:>6.1}% {:>6.1}%",
+                "{:>7} {:>9.1e}{} {:>7.3} {:>7.3} {:>7.3} {:>7} {:>6.1} {:>8.1e} {:>8.1e} {:>6.1}% {:>6.1}%",
                 damping,
                 threshold,
                 mark,
