@@ -95,13 +95,19 @@ impl PreadDirectory {
     }
 }
 
-/// The bytes of the document stores (`*.store`) in `root`.
+/// The bytes of the document stores (`*.store`) in `root`. A store deleted while they are
+/// counted (a writer's merge or garbage collection, running beside a reader) counts nothing.
 fn store_bytes(root: &Path) -> io::Result<u64> {
     let mut total = 0;
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;
-        if entry.path().extension().is_some_and(|e| e == "store") {
-            total += entry.metadata()?.len();
+        if entry.path().extension().is_none_or(|e| e != "store") {
+            continue;
+        }
+        match entry.metadata() {
+            Ok(meta) => total += meta.len(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(total)
