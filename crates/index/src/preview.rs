@@ -216,6 +216,19 @@ mod tests {
         out
     }
 
+    /// `words` joined by single spaces, with `gaps[i]` before every `every`-th word instead
+    /// (before the first too when `lead`).
+    fn join_words(words: &[String], gaps: &[String], every: usize, lead: bool) -> String {
+        let mut body = String::new();
+        for (i, (word, gap)) in words.iter().zip(gaps).enumerate() {
+            if i > 0 || lead {
+                body.push_str(if i % every == 0 { gap } else { " " });
+            }
+            body.push_str(word);
+        }
+        body
+    }
+
     proptest! {
         /// The window over byte offsets is the window over characters.
         #[test]
@@ -227,13 +240,7 @@ mod tests {
             edges in (any::<bool>(), any::<bool>()),
         ) {
             // Mostly single spaces (the borrowed path), other whitespace and runs now and then.
-            let mut body = String::new();
-            for (i, (word, gap)) in words.iter().zip(&gaps).enumerate() {
-                if i > 0 || edges.0 {
-                    body.push_str(if i % 3 == 0 { gap } else { " " });
-                }
-                body.push_str(word);
-            }
+            let mut body = join_words(&words, &gaps, 3, edges.0);
             if edges.1 {
                 body.push('\n');
             }
@@ -249,13 +256,7 @@ mod tests {
             query in prop::collection::vec("[a-cA-C]{1,5}", 0..4),
             max in 1usize..120,
         ) {
-            let mut body = String::new();
-            for (i, (word, gap)) in words.iter().zip(&gaps).enumerate() {
-                if i > 0 {
-                    body.push_str(if i % 4 == 0 { gap } else { " " });
-                }
-                body.push_str(word);
-            }
+            let body = join_words(&words, &gaps, 4, false);
             let query = query.join(" ");
             prop_assert_eq!(preview(&body, &query, max), preview_plain(&body, &query, max));
         }
