@@ -113,9 +113,9 @@ pub(crate) fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
 }
 
 /// [`dot_i8`] with the sum of `a`'s codes given (`a_sum`, see [`code_sum`]): where the CPU has
-/// AVX-512 VNNI, one multiply-add instruction takes 64 codes of each side, a sixth of the
-/// instructions of the AVX2 path for a 384-dimensional row. A code scan scores every row of
-/// an index under 10,000 vectors this way for each query, and walks score thousands.
+/// AVX-512 VNNI, one multiply-add instruction takes 64 codes of each side (the AVX2 path
+/// widens them to 16-bit lanes first). A code scan scores every row of an index under 10,000
+/// vectors this way for each query, and walks score thousands.
 #[inline]
 pub(crate) fn dot_i8_summed(a: &[i8], a_sum: i32, b: &[i8]) -> i32 {
     #[cfg(target_arch = "x86_64")]
