@@ -52,7 +52,7 @@ pub const DEFAULT_EPSILON: f64 = 1e-6;
 /// `x ≥ threshold·deg`. It bounds a query to about `1 / (threshold·(1 − d))` ≈ 95k edge visits
 /// at the default damping, whatever the graph's size; see the module documentation for what it
 /// costs in accuracy. It was 1e-5 (≈ 143k visits) until the boost stage at a million fragments
-/// came near its 2 ms budget on a slow hour of a 2-core machine; 1.5e-5 ranked the HotpotQA
+/// went over its 2 ms budget on a slow hour of a 2-core machine; 1.5e-5 ranked the HotpotQA
 /// slice, SciFact and the 1M synthetic set exactly as 1e-5 did (docs/BENCHMARKS.md).
 pub const DEFAULT_PUSH_THRESHOLD: f64 = 1.5e-5;
 
