@@ -368,13 +368,27 @@ pub(crate) fn run_modes(
     Ok((modes, stages))
 }
 
-/// One warm-up pass (not timed), then every query timed on its own, first page of `K`.
+/// Untimed passes over the queries before the timed one: 1, or `FINDER_BENCH_WARMUPS` (a
+/// profiling aid: with many passes a profile of the process is mostly warm queries).
+fn warmup_passes() -> Result<usize> {
+    match std::env::var("FINDER_BENCH_WARMUPS") {
+        Err(_) => Ok(1),
+        Ok(v) => v.parse().map_err(|_| {
+            anyhow::anyhow!("FINDER_BENCH_WARMUPS: expected a whole number of passes, got {v:?}")
+        }),
+    }
+}
+
+/// Warm-up passes (not timed, see [`warmup_passes`]), then every query timed on its own,
+/// first page of `K`.
 fn run_mode(
     queries: &[Query],
     search: impl Fn(&Query) -> Result<SearchResponse>,
 ) -> Result<ModeResult> {
-    for q in queries {
-        search(q)?;
+    for _ in 0..warmup_passes()? {
+        for q in queries {
+            search(q)?;
+        }
     }
     let mut latencies = Vec::with_capacity(queries.len());
     let mut recorder = LatencyRecorder::new();
