@@ -406,10 +406,14 @@ fn add_source(
     Ok(record)
 }
 
-/// Bytes per block of the document store (tantivy's default is 16 KiB). A query reads its
-/// page's records one block each: a smaller block reads less per record and leaves fewer of
-/// the store's pages resident. The blocks are not compressed (see [`open_or_create`]).
-const DOCSTORE_BLOCK_BYTES: usize = 4096;
+/// Bytes per block of the document store (tantivy's default is 16 KiB): a block closes at the
+/// first record that takes it past this size. A query reads its page's records one block
+/// each, copying the whole block: a smaller block reads less per record and leaves fewer of
+/// the store's pages resident. A record with a 384-dimensional given vector (about 3 KiB) is
+/// a block of its own; at 4 KiB blocks held two records, and a 10k lexical query's page took
+/// 16% longer (2026-12-01, docs/BENCHMARKS.md). Short records (notes without vectors) still
+/// share blocks. The blocks are not compressed (see [`open_or_create`]).
+const DOCSTORE_BLOCK_BYTES: usize = 1024;
 
 /// Opens the tantivy index under `dir`, or creates an empty one.
 pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, Fields)> {
