@@ -6,8 +6,8 @@
 use finder_core::FastMap;
 use frostem::Algorithm;
 use tantivy::tokenizer::{
-    AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, StopWordFilter,
-    TextAnalyzer, Token, TokenFilter, TokenStream, Tokenizer,
+    AsciiFoldingFilter, Language, LowerCaser, RawTokenizer, RemoveLongFilter, SimpleTokenizer,
+    StopWordFilter, TextAnalyzer, Token, TokenFilter, TokenStream, Tokenizer,
 };
 
 /// Name under which the word analyzer is registered.
@@ -39,16 +39,12 @@ fn language(name: &str) -> Option<Language> {
 /// Words split on non-alphanumerics, lowercased, accents folded, stop words dropped, stemmed.
 pub(crate) fn word_analyzer(lang: &str) -> TextAnalyzer {
     let language = language(lang).unwrap_or(Language::English);
-    let builder = TextAnalyzer::builder(SimpleTokenizer::default())
+    TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(64))
         .filter(LowerCaser)
         .filter(AsciiFoldingFilter)
-        .dynamic();
-    let builder = match StopWordFilter::new(language) {
-        Some(stop) => builder.filter_dynamic(stop),
-        None => builder,
-    };
-    builder.filter_dynamic(MemoStemmer::new(language)).build()
+        .filter(MemoStemmer::new(language))
+        .build()
 }
 
 /// The Snowball algorithm tantivy's `Stemmer` runs for `language`.
@@ -75,25 +71,34 @@ fn algorithm(language: Language) -> Algorithm {
     }
 }
 
-/// Words a [`MemoStemmer`] remembers per analyzer, at most: past it, new words are stemmed
-/// each time. Words are under 64 bytes (`RemoveLongFilter` runs first), so a full memo is a
-/// few MiB.
+/// Words a [`MemoStemmer`] remembers per analyzer, at most: past it, new words are looked up
+/// and stemmed each time. Words are under 64 bytes (`RemoveLongFilter` runs first), so a full
+/// memo is a few MiB.
 const MEMO_MAX_WORDS: usize = 1 << 16;
 
-/// tantivy's `Stemmer` filter (the same Snowball stemmers, the same terms) with a memo of the
-/// words it has stemmed. Stemming was a third of the indexing threads' time (`perf`, 100k
-/// synthetic fragments), and text repeats its words: an analyzer remembers each word's stem
-/// for the documents it goes on to index. A clone starts with an empty memo, so the analyzer
-/// tantivy hands each segment writer (or query) remembers only what it analysed itself.
-#[derive(Clone, Copy)]
+/// tantivy's `StopWordFilter` then its `Stemmer` (the same stop words, the same Snowball
+/// stemmers, so the same terms), with a memo of the words seen: a word's stem, or that it
+/// is a stop word. Stop words and stemming were a third of the indexing threads' time
+/// (`perf`, 100k synthetic fragments), and text repeats its words: an analyzer remembers
+/// each word for the documents it goes on to index. A clone starts with an empty memo, so the
+/// analyzer tantivy hands each segment writer (or query) remembers only what it analysed.
+#[derive(Clone)]
 struct MemoStemmer {
     stemmer: frostem::Stemmer,
+    /// The language's stop words as tantivy's filter over one whole word (none for a
+    /// language tantivy has no list for).
+    stop: Option<TextAnalyzer>,
 }
 
 impl MemoStemmer {
     fn new(language: Language) -> MemoStemmer {
         MemoStemmer {
             stemmer: frostem::Stemmer::new(algorithm(language)),
+            stop: StopWordFilter::new(language).map(|stop| {
+                TextAnalyzer::builder(RawTokenizer::default())
+                    .filter(stop)
+                    .build()
+            }),
         }
     }
 }
@@ -103,26 +108,66 @@ impl TokenFilter for MemoStemmer {
 
     fn transform<T: Tokenizer>(self, inner: T) -> MemoStemmerFilter<T> {
         MemoStemmerFilter {
-            stemmer: self.stemmer,
-            memo: FastMap::default(),
+            words: Words {
+                stemmer: self.stemmer,
+                stop: self.stop,
+                memo: FastMap::default(),
+            },
             inner,
         }
     }
 }
 
+#[derive(Clone)]
 struct MemoStemmerFilter<T> {
-    stemmer: frostem::Stemmer,
-    /// Word → stem, for the words this analyzer has stemmed (at most [`MEMO_MAX_WORDS`]).
-    memo: FastMap<Box<str>, Box<str>>,
+    words: Words,
     inner: T,
 }
 
-impl<T: Clone> Clone for MemoStemmerFilter<T> {
+/// A [`MemoStemmer`]'s stemmer, stop words and memo.
+struct Words {
+    stemmer: frostem::Stemmer,
+    stop: Option<TextAnalyzer>,
+    /// Word → its stem, or `None` for a stop word (at most [`MEMO_MAX_WORDS`] words).
+    memo: FastMap<Box<str>, Option<Box<str>>>,
+}
+
+impl Clone for Words {
     fn clone(&self) -> Self {
-        MemoStemmerFilter {
+        Words {
             stemmer: self.stemmer,
+            stop: self.stop.clone(),
             memo: FastMap::default(),
-            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl Words {
+    /// Puts `word`'s stem in its place; false for a stop word (to be dropped).
+    fn stem_in_place(&mut self, word: &mut String) -> bool {
+        if let Some(known) = self.memo.get(word.as_str()) {
+            let Some(stem) = known else {
+                return false;
+            };
+            word.clear();
+            word.push_str(stem);
+            return true;
+        }
+        let stop = self
+            .stop
+            .as_mut()
+            .is_some_and(|stop| !stop.token_stream(word).advance());
+        let stem = (!stop).then(|| self.stemmer.stem(word).into_owned());
+        if self.memo.len() < MEMO_MAX_WORDS {
+            self.memo
+                .insert(word.as_str().into(), stem.as_deref().map(Into::into));
+        }
+        match stem {
+            Some(stem) => {
+                *word = stem;
+                true
+            }
+            None => false,
         }
     }
 }
@@ -133,36 +178,24 @@ impl<T: Tokenizer> Tokenizer for MemoStemmerFilter<T> {
     fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
         MemoStemmerStream {
             tail: self.inner.token_stream(text),
-            stemmer: self.stemmer,
-            memo: &mut self.memo,
+            words: &mut self.words,
         }
     }
 }
 
 struct MemoStemmerStream<'a, S> {
     tail: S,
-    stemmer: frostem::Stemmer,
-    memo: &'a mut FastMap<Box<str>, Box<str>>,
+    words: &'a mut Words,
 }
 
 impl<S: TokenStream> TokenStream for MemoStemmerStream<'_, S> {
     fn advance(&mut self) -> bool {
-        if !self.tail.advance() {
-            return false;
+        while self.tail.advance() {
+            if self.words.stem_in_place(&mut self.tail.token_mut().text) {
+                return true;
+            }
         }
-        let token = self.tail.token_mut();
-        if let Some(stem) = self.memo.get(token.text.as_str()) {
-            token.text.clear();
-            token.text.push_str(stem);
-            return true;
-        }
-        let stem = self.stemmer.stem(&token.text).into_owned();
-        if self.memo.len() < MEMO_MAX_WORDS {
-            self.memo
-                .insert(token.text.as_str().into(), stem.as_str().into());
-        }
-        token.text = stem;
-        true
+        false
     }
 
     fn token(&self) -> &Token {
@@ -206,48 +239,52 @@ pub fn terms(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
 #[derive(Clone, Default)]
 struct RawWords;
 
-/// Tokens made up front.
-struct TokenList {
-    tokens: Vec<Token>,
-    next: usize,
+/// The whole words of a text, made one at a time into one reused token (a list of them made up
+/// front, a string each, was a tenth of the indexing threads' analysis).
+struct RawWordStream<'a> {
+    words: std::str::SplitWhitespace<'a>,
+    text: &'a str,
+    token: Token,
 }
 
 impl Tokenizer for RawWords {
-    type TokenStream<'a> = TokenList;
+    type TokenStream<'a> = RawWordStream<'a>;
 
-    fn token_stream<'a>(&'a mut self, text: &'a str) -> TokenList {
-        let mut tokens = Vec::new();
-        for word in text.split_whitespace() {
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> RawWordStream<'a> {
+        RawWordStream {
+            words: text.split_whitespace(),
+            text,
+            // At position `usize::MAX`: the first word advances it to 0.
+            token: Token::default(),
+        }
+    }
+}
+
+impl TokenStream for RawWordStream<'_> {
+    fn advance(&mut self) -> bool {
+        for word in self.words.by_ref() {
             let trimmed = word.trim_matches(|c: char| !c.is_alphanumeric());
             if trimmed.is_empty() {
                 continue;
             }
             // `trimmed` is a sub-slice of `text`: its offsets come from the pointers.
-            let from = trimmed.as_ptr() as usize - text.as_ptr() as usize;
-            tokens.push(Token {
-                offset_from: from,
-                offset_to: from + trimmed.len(),
-                position: tokens.len(),
-                text: trimmed.to_string(),
-                position_length: 1,
-            });
+            let from = trimmed.as_ptr() as usize - self.text.as_ptr() as usize;
+            self.token.offset_from = from;
+            self.token.offset_to = from + trimmed.len();
+            self.token.position = self.token.position.wrapping_add(1);
+            self.token.text.clear();
+            self.token.text.push_str(trimmed);
+            return true;
         }
-        TokenList { tokens, next: 0 }
-    }
-}
-
-impl TokenStream for TokenList {
-    fn advance(&mut self) -> bool {
-        self.next += 1;
-        self.next <= self.tokens.len()
+        false
     }
 
     fn token(&self) -> &Token {
-        &self.tokens[self.next - 1]
+        &self.token
     }
 
     fn token_mut(&mut self) -> &mut Token {
-        &mut self.tokens[self.next - 1]
+        &mut self.token
     }
 }
 
@@ -303,7 +340,8 @@ mod tests {
 
     #[test]
     fn remembered_stems_are_tantivys_stems() {
-        let text = "Running runners ran; the RUNNING runner runs. Nationalization nationalize \
+        let text =
+            "Running runners ran; the RUNNING runner runs. Nationalization nationalize und der \
                     généralement générale Häuser häuslich отличный отличные çalışmalar \
                     running runners ran nationalization";
         for lang in LANGUAGES {
@@ -339,7 +377,8 @@ mod tests {
                     proptest::prop_oneof![
                         proptest::sample::select(vec![
                             "running", "runs", "généralement", "Häuser", "connection",
-                            "connected", "отличные", "çalışmalar", "the", "and",
+                            "connected", "отличные", "çalışmalar", "the", "and", "The", "und",
+                            "der", "les", "и", "och", "og", "het", "que",
                         ]).prop_map(str::to_string),
                         "[a-zA-Zàéöüßçğış]{1,12}",
                         "\\PC{1,8}",
@@ -371,6 +410,33 @@ mod tests {
             (stream.token().offset_from, stream.token().offset_to),
             (4, 8)
         );
+    }
+
+    /// Every token of a stream: text, offsets, position.
+    fn tokens(stream: &mut dyn TokenStream) -> Vec<(String, usize, usize, usize)> {
+        let mut out = Vec::new();
+        while stream.advance() {
+            let t = stream.token();
+            out.push((t.text.clone(), t.offset_from, t.offset_to, t.position));
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn whole_words_stream_as_they_were_listed(text in "[a-z0-9 .,()\\-«»\t\n]{0,40}|\\PC{0,20}") {
+            // The list the tokenizer made up front before it streamed.
+            let mut listed = Vec::new();
+            for word in text.split_whitespace() {
+                let trimmed = word.trim_matches(|c: char| !c.is_alphanumeric());
+                if !trimmed.is_empty() {
+                    let from = trimmed.as_ptr() as usize - text.as_ptr() as usize;
+                    listed.push((trimmed.to_string(), from, from + trimmed.len(), listed.len()));
+                }
+            }
+            let mut raw = RawWords;
+            proptest::prop_assert_eq!(tokens(&mut raw.token_stream(&text)), listed);
+        }
     }
 
     #[test]
