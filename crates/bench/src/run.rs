@@ -133,7 +133,10 @@ pub fn run(options: &RunOptions) -> Result<Value> {
 
         // Lexical: read, analyse, commit, build the graph.
         let started = Instant::now();
-        let mut phases = Phases::default();
+        let mut phases = Phases {
+            cpu_start: self_cpu_s(),
+            ..Phases::default()
+        };
         let mut ticker = Ticker::new(options.progress);
         let report = index_inputs(
             &index_dir,
@@ -146,13 +149,18 @@ pub fn run(options: &RunOptions) -> Result<Value> {
                         format!("finder: indexed {done}/{docs} sources ({rate:.0}/s)")
                     });
                 }
-                Progress::Committing => phases.commit = Some(started.elapsed().as_secs_f64()),
-                Progress::Graph => phases.graph = Some(started.elapsed().as_secs_f64()),
+                Progress::Committing => {
+                    phases.commit = Some((started.elapsed().as_secs_f64(), self_cpu_s()));
+                }
+                Progress::Graph => {
+                    phases.graph = Some((started.elapsed().as_secs_f64(), self_cpu_s()))
+                }
                 Progress::Input { .. } => {}
             },
         )
         .with_context(|| format!("indexing into {}", index_dir.display()))?;
         let index_lexical_s = started.elapsed().as_secs_f64();
+        phases.cpu_end = self_cpu_s();
         ticker.done();
         let _ = std::fs::remove_file(&records);
         let fragments = report.fragments as usize;
@@ -281,24 +289,48 @@ pub fn summary_line(result: &Value) -> String {
     line
 }
 
-/// When the lexical run reached its commit and its graph build, in seconds from its start.
+/// When the lexical run reached its commit and its graph build, in seconds from its start,
+/// with the process's CPU time then (see [`self_cpu_s`]).
 #[derive(Debug, Default)]
 struct Phases {
-    commit: Option<f64>,
-    graph: Option<f64>,
+    commit: Option<(f64, Option<f64>)>,
+    graph: Option<(f64, Option<f64>)>,
+    cpu_start: Option<f64>,
+    cpu_end: Option<f64>,
 }
 
 impl Phases {
-    /// Seconds spent reading and writing documents, committing, and building the graph.
+    /// Seconds spent reading and writing documents, committing, and building the graph, and
+    /// the CPU seconds of each (every thread's; less noisy than the wall on a shared machine).
     fn json(&self, total: f64) -> Value {
-        let commit = self.commit.unwrap_or(total);
-        let graph = self.graph.unwrap_or(total);
+        let (commit, cpu_commit) = self.commit.unwrap_or((total, self.cpu_end));
+        let (graph, cpu_graph) = self.graph.unwrap_or((total, self.cpu_end));
+        let cpu = |from: Option<f64>, to: Option<f64>| match (from, to) {
+            (Some(from), Some(to)) => json!(to - from),
+            _ => Value::Null,
+        };
         json!({
             "read_and_write_s": commit,
             "commit_s": graph - commit,
             "graph_s": total - graph,
+            "read_and_write_cpu_s": cpu(self.cpu_start, cpu_commit),
+            "commit_cpu_s": cpu(cpu_commit, cpu_graph),
+            "graph_cpu_s": cpu(cpu_graph, self.cpu_end),
         })
     }
+}
+
+/// This process's CPU time so far, user and system, every thread's, in seconds (from
+/// `/proc/self/stat`, in the kernel's 1/100 s ticks); `None` off Linux.
+fn self_cpu_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces: state is
+    // the first, utime and stime the 12th and 13th.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let user: f64 = fields.next()?.parse().ok()?;
+    let system: f64 = fields.next()?.parse().ok()?;
+    Some((user + system) / 100.0)
 }
 
 struct ModeResult {
