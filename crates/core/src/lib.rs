@@ -63,3 +63,6 @@ pub use settings::{
 /// A hash map for the query path's keys (fragment and source keys are hashes already, so
 /// SipHash's protection buys nothing there): rustc's Fx hash.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
+
+/// A hash set of the query path's keys, hashed as [`FastMap`]'s.
+pub type FastSet<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;

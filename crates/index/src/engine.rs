@@ -735,6 +735,9 @@ impl<'a> QueryRun<'a> {
         let top = top_k_terms(&self.searcher, &list, params, depth).map_err(|e| self.err(e))?;
         let mut hits = Vec::with_capacity(top.len());
         let columns = self.key_columns()?;
+        // Room for every hit at once, rather than growing the maps a rehash at a time.
+        self.seen.borrow_mut().reserve(top.len());
+        self.firsts.borrow_mut().reserve(top.len());
         for (address, score) in top {
             hits.push(finder_core::ScoredFragment {
                 fragment: self.remember(&columns, address)?,

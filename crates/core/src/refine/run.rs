@@ -22,6 +22,7 @@ use crate::model::{
 use crate::pipeline::{FragmentMeta, Retriever, SourceView, Stopwatch};
 use crate::rollup::SourceScore;
 use crate::settings::Settings;
+use crate::{FastMap, FastSet};
 
 /// The text a plugin gave with each id it returned.
 type PluginTexts = HashMap<String, Option<String>>;
@@ -67,15 +68,15 @@ pub(crate) struct Refiner<'x> {
     now: i64,
     filter: ExtrasFilter,
     scope: Option<HashSet<String>>,
-    views: HashMap<SourceKey, Option<SourceView>>,
-    texts: HashMap<SourceKey, String>,
+    views: FastMap<SourceKey, Option<SourceView>>,
+    texts: FastMap<SourceKey, String>,
     rerank_scores: HashMap<String, f64>,
     rerank_failed: bool,
     /// Each plugin's list (asked once per query) with the texts it gave per id.
     plugins: Option<Vec<(PluginList, PluginTexts)>>,
     consumed: HashSet<String>,
     /// Sources placed (or passed over) by key: what levels without views go by.
-    consumed_keys: HashSet<SourceKey>,
+    consumed_keys: FastSet<SourceKey>,
     /// Sources placed before the late removals (what decides whether to go deeper).
     placed: usize,
     out: Vec<Entry>,
@@ -92,13 +93,13 @@ impl<'x> Refiner<'x> {
                 .scope
                 .as_ref()
                 .map(|ids| ids.iter().cloned().collect()),
-            views: HashMap::new(),
-            texts: HashMap::new(),
+            views: FastMap::default(),
+            texts: FastMap::default(),
             rerank_scores: HashMap::new(),
             rerank_failed: false,
             plugins: None,
             consumed: HashSet::new(),
-            consumed_keys: HashSet::new(),
+            consumed_keys: FastSet::default(),
             placed: 0,
             out: Vec::new(),
             report: RefineReport::default(),
@@ -349,6 +350,7 @@ impl<'x> Refiner<'x> {
         // Kept in place: an entry is a few hundred bytes, and moving every one into a new
         // vector was most of a plain query's copying.
         let mut segment = entries;
+        self.consumed_keys.reserve(level.ranked.len());
         let (consumed_keys, consumed) = (&mut self.consumed_keys, &mut self.consumed);
         segment.retain_mut(|e| {
             let new_key = e.key.is_none_or(|k| consumed_keys.insert(k));
