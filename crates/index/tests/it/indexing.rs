@@ -458,3 +458,51 @@ fn a_source_given_twice_in_one_run_is_held_once_the_later_winning() {
     assert_eq!(ids(&finder, "orca hunting", &s), vec!["dup"]);
     assert!(ids(&finder, "beluga", &s).is_empty());
 }
+
+/// Segments of the index's last commit, counted by their document stores.
+fn segments(index_dir: &std::path::Path) -> usize {
+    std::fs::read_dir(index_dir.join("lexical"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "store")
+        })
+        .count()
+}
+
+/// A first build ends as one segment (the indexing threads' segments merged after its
+/// commit), and searches as before; a later run adds a segment of its own and leaves the
+/// merging to tantivy's merge policy.
+#[test]
+fn a_first_build_is_one_segment() {
+    let fx = Fixture::new();
+    let mut lines: Vec<String> = (0..3000)
+        .map(|i| {
+            record(
+                &format!("r{i}"),
+                &format!("Title {i}"),
+                &format!("shared words w{i}"),
+            )
+        })
+        .collect();
+    let input = fx.write("records.jsonl", &lines.join("\n"));
+    let settings = Settings::default();
+    let report = fx.index(&[&input], &settings);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(segments(&fx.index_dir()), 1);
+    assert_eq!(ids(&fx.open(), "w1234", &settings), vec!["r1234"]);
+    assert_eq!(ids(&fx.open(), "shared", &settings).len(), 50);
+
+    lines.push(record("late", "Late", "shared words w1234 late"));
+    let input = fx.write("records.jsonl", &lines.join("\n"));
+    let report = fx.index(&[&input], &settings);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.counts.added, 1);
+    assert_eq!(segments(&fx.index_dir()), 2);
+    let found = ids(&fx.open(), "w1234", &settings);
+    assert_eq!(found.len(), 2);
+    assert!(found.contains(&"late".to_string()) && found.contains(&"r1234".to_string()));
+}
