@@ -57,7 +57,7 @@ pub use settings::{
     LexicalSettings, Settings, StorageBackend, StorageSettings, TrigramMode, VectorSettings,
     DEFAULT_ALPHA, DEFAULT_B, DEFAULT_EF_SEARCH, DEFAULT_FRAGMENT_MAX_CHARS, DEFAULT_FTS_LIST_SIZE,
     DEFAULT_K1, DEFAULT_MAX_HINTS, DEFAULT_MAX_VECTOR_DISTANCE, DEFAULT_QUERY_EMBED_TIMEOUT_MS,
-    DEFAULT_RRF_K, DEFAULT_SUMMARY_MAX_CHARS, DEFAULT_VEC_LIST_SIZE,
+    DEFAULT_RRF_K, DEFAULT_SUMMARY_MAX_CHARS, DEFAULT_VEC_LIST_SIZE, LANGUAGES,
 };
 
 /// A hash map for the query path's keys (fragment and source keys are hashes already, so

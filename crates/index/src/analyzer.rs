@@ -320,23 +320,8 @@ mod tests {
             .build()
     }
 
-    const LANGUAGES: [&str; 15] = [
-        "english",
-        "danish",
-        "dutch",
-        "finnish",
-        "french",
-        "german",
-        "hungarian",
-        "italian",
-        "norwegian",
-        "portuguese",
-        "romanian",
-        "russian",
-        "spanish",
-        "swedish",
-        "turkish",
-    ];
+    // Every language the settings accept.
+    use finder_core::LANGUAGES;
 
     #[test]
     fn remembered_stems_are_tantivys_stems() {
@@ -371,7 +356,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn the_memo_stemmer_is_the_stemmer(
-            lang in proptest::sample::select(LANGUAGES.to_vec()),
+            lang in proptest::sample::select(LANGUAGES),
             texts in proptest::collection::vec(
                 proptest::collection::vec(
                     proptest::prop_oneof![
