@@ -120,7 +120,7 @@ pub(super) fn strip_inline(text: &str) -> String {
     let mut next = Next::new(text);
     let mut at = 0;
     let mut prev: Option<char> = None;
-    while let Some(c) = text[at..].chars().next() {
+    while at < text.len() {
         // Text that starts no markup is copied a run at a time (summaries were a fifth of
         // indexing's reading thread when each character was looked at alone). Markup
         // characters are ASCII, so a run ends on a character boundary.
@@ -135,44 +135,7 @@ pub(super) fn strip_inline(text: &str) -> String {
             at += run;
             continue;
         }
-        let rest = &text[at..];
-        if rest.starts_with("![[") {
-            if let Some(close) = next.find(at + 3, CLOSE_WIKI) {
-                at = close + 2;
-                continue;
-            }
-        }
-        if rest.starts_with("[[") {
-            if let Some(close) = next.find(at + 2, CLOSE_WIKI) {
-                let inner = &text[at + 2..close];
-                out.push_str(inner.split('|').next().unwrap_or(inner));
-                at = close + 2;
-                continue;
-            }
-        }
-        if let Some((label, end)) = markdown_link(text, at, &mut next) {
-            if !rest.starts_with('!') {
-                out.push_str(label);
-            }
-            at = end;
-            continue;
-        }
-        at += c.len_utf8();
-        let next = text[at..].chars().next();
-        let dropped = match c {
-            '`' | '*' => true,
-            '~' => next == Some('~') || prev == Some('~'),
-            // `snake_case` keeps its underscore; `_emphasis_` loses it.
-            '_' => {
-                !(prev.is_some_and(char::is_alphanumeric)
-                    && next.is_some_and(char::is_alphanumeric))
-            }
-            _ => false,
-        };
-        if !dropped {
-            out.push(c);
-        }
-        prev = Some(c);
+        at = strip_step(text, at, &mut next, &mut prev, &mut out);
     }
     let mut collapsed = String::with_capacity(out.len());
     for word in out.split_whitespace() {
@@ -182,6 +145,58 @@ pub(super) fn strip_inline(text: &str) -> String {
         collapsed.push_str(word);
     }
     collapsed
+}
+
+/// One step of [`strip_inline`] at byte `at` of `text` (not its end): the markup starting
+/// there, or one character, into `out`. Returns the byte after what it read; `prev` is the
+/// last character read one at a time.
+fn strip_step(
+    text: &str,
+    mut at: usize,
+    next: &mut Next<'_>,
+    prev: &mut Option<char>,
+    out: &mut String,
+) -> usize {
+    let rest = &text[at..];
+    if rest.starts_with("![[") {
+        if let Some(close) = next.find(at + 3, CLOSE_WIKI) {
+            return close + 2;
+        }
+    }
+    if rest.starts_with("[[") {
+        if let Some(close) = next.find(at + 2, CLOSE_WIKI) {
+            let inner = &text[at + 2..close];
+            out.push_str(inner.split('|').next().unwrap_or(inner));
+            return close + 2;
+        }
+    }
+    if let Some((label, end)) = markdown_link(text, at, next) {
+        if !rest.starts_with('!') {
+            out.push_str(label);
+        }
+        return end;
+    }
+    let c = rest
+        .chars()
+        .next()
+        .expect("a step starts before the end of the text");
+    at += c.len_utf8();
+    let following = text[at..].chars().next();
+    let dropped = match c {
+        '`' | '*' => true,
+        '~' => following == Some('~') || *prev == Some('~'),
+        // `snake_case` keeps its underscore; `_emphasis_` loses it.
+        '_' => {
+            !(prev.is_some_and(char::is_alphanumeric)
+                && following.is_some_and(char::is_alphanumeric))
+        }
+        _ => false,
+    };
+    if !dropped {
+        out.push(c);
+    }
+    *prev = Some(c);
+    at
 }
 
 /// The characters [`strip_inline`] looks at one by one: those that may start markup (`[`,
@@ -269,50 +284,15 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// [`strip_inline`] as it was, one character at a time: the oracle for the runs.
+    /// [`strip_inline`] without its runs, every character a step of its own: the oracle for
+    /// the runs (whitespace collapsed as it was before, too).
     fn strip_inline_by_char(text: &str) -> String {
         let mut out = String::with_capacity(text.len());
         let mut next = Next::new(text);
         let mut at = 0;
         let mut prev: Option<char> = None;
-        while let Some(c) = text[at..].chars().next() {
-            let rest = &text[at..];
-            if rest.starts_with("![[") {
-                if let Some(close) = next.find(at + 3, CLOSE_WIKI) {
-                    at = close + 2;
-                    continue;
-                }
-            }
-            if rest.starts_with("[[") {
-                if let Some(close) = next.find(at + 2, CLOSE_WIKI) {
-                    let inner = &text[at + 2..close];
-                    out.push_str(inner.split('|').next().unwrap_or(inner));
-                    at = close + 2;
-                    continue;
-                }
-            }
-            if let Some((label, end)) = markdown_link(text, at, &mut next) {
-                if !rest.starts_with('!') {
-                    out.push_str(label);
-                }
-                at = end;
-                continue;
-            }
-            at += c.len_utf8();
-            let next = text[at..].chars().next();
-            let dropped = match c {
-                '`' | '*' => true,
-                '~' => next == Some('~') || prev == Some('~'),
-                '_' => {
-                    !(prev.is_some_and(char::is_alphanumeric)
-                        && next.is_some_and(char::is_alphanumeric))
-                }
-                _ => false,
-            };
-            if !dropped {
-                out.push(c);
-            }
-            prev = Some(c);
+        while at < text.len() {
+            at = strip_step(text, at, &mut next, &mut prev, &mut out);
         }
         out.split_whitespace().collect::<Vec<_>>().join(" ")
     }
