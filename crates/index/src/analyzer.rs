@@ -83,23 +83,19 @@ const MEMO_MAX_WORDS: usize = 1 << 16;
 /// each word for the documents it goes on to index. A clone starts with an empty memo, so the
 /// analyzer tantivy hands each segment writer (or query) remembers only what it analysed.
 #[derive(Clone)]
-struct MemoStemmer {
-    stemmer: frostem::Stemmer,
-    /// The language's stop words as tantivy's filter over one whole word (none for a
-    /// language tantivy has no list for).
-    stop: Option<TextAnalyzer>,
-}
+struct MemoStemmer(Words);
 
 impl MemoStemmer {
     fn new(language: Language) -> MemoStemmer {
-        MemoStemmer {
+        MemoStemmer(Words {
             stemmer: frostem::Stemmer::new(algorithm(language)),
             stop: StopWordFilter::new(language).map(|stop| {
                 TextAnalyzer::builder(RawTokenizer::default())
                     .filter(stop)
                     .build()
             }),
-        }
+            memo: FastMap::default(),
+        })
     }
 }
 
@@ -108,11 +104,7 @@ impl TokenFilter for MemoStemmer {
 
     fn transform<T: Tokenizer>(self, inner: T) -> MemoStemmerFilter<T> {
         MemoStemmerFilter {
-            words: Words {
-                stemmer: self.stemmer,
-                stop: self.stop,
-                memo: FastMap::default(),
-            },
+            words: self.0,
             inner,
         }
     }
@@ -127,6 +119,8 @@ struct MemoStemmerFilter<T> {
 /// A [`MemoStemmer`]'s stemmer, stop words and memo.
 struct Words {
     stemmer: frostem::Stemmer,
+    /// The language's stop words as tantivy's filter over one whole word (none for a
+    /// language tantivy has no list for).
     stop: Option<TextAnalyzer>,
     /// Word → its stem, or `None` for a stop word (at most [`MEMO_MAX_WORDS`] words).
     memo: FastMap<Box<str>, Option<Box<str>>>,
