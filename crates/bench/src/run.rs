@@ -152,6 +152,9 @@ pub fn run(options: &RunOptions) -> Result<Value> {
                 Progress::Committing => {
                     phases.commit = Some((started.elapsed().as_secs_f64(), self_cpu_s()));
                 }
+                Progress::Pages => {
+                    phases.pages = Some((started.elapsed().as_secs_f64(), self_cpu_s()))
+                }
                 Progress::Graph => {
                     phases.graph = Some((started.elapsed().as_secs_f64(), self_cpu_s()))
                 }
@@ -289,32 +292,37 @@ pub fn summary_line(result: &Value) -> String {
     line
 }
 
-/// When the lexical run reached its commit and its graph build, in seconds from its start,
-/// with the process's CPU time then (see [`self_cpu_s`]).
+/// When the lexical run reached its commit, its page files and its graph build, in seconds
+/// from its start, with the process's CPU time then (see [`self_cpu_s`]).
 #[derive(Debug, Default)]
 struct Phases {
     commit: Option<(f64, Option<f64>)>,
+    pages: Option<(f64, Option<f64>)>,
     graph: Option<(f64, Option<f64>)>,
     cpu_start: Option<f64>,
     cpu_end: Option<f64>,
 }
 
 impl Phases {
-    /// Seconds spent reading and writing documents, committing, and building the graph, and
-    /// the CPU seconds of each (every thread's; less noisy than the wall on a shared machine).
+    /// Seconds spent reading and writing documents, committing (with the merge), writing the
+    /// page files, and building the graph, and the CPU seconds of each (every thread's; less
+    /// noisy than the wall on a shared machine).
     fn json(&self, total: f64) -> Value {
         let (commit, cpu_commit) = self.commit.unwrap_or((total, self.cpu_end));
         let (graph, cpu_graph) = self.graph.unwrap_or((total, self.cpu_end));
+        let (pages, cpu_pages) = self.pages.unwrap_or((graph, cpu_graph));
         let cpu = |from: Option<f64>, to: Option<f64>| match (from, to) {
             (Some(from), Some(to)) => json!(to - from),
             _ => Value::Null,
         };
         json!({
             "read_and_write_s": commit,
-            "commit_s": graph - commit,
+            "commit_s": pages - commit,
+            "pages_s": graph - pages,
             "graph_s": total - graph,
             "read_and_write_cpu_s": cpu(self.cpu_start, cpu_commit),
-            "commit_cpu_s": cpu(cpu_commit, cpu_graph),
+            "commit_cpu_s": cpu(cpu_commit, cpu_pages),
+            "pages_cpu_s": cpu(cpu_pages, cpu_graph),
             "graph_cpu_s": cpu(cpu_graph, self.cpu_end),
         })
     }

@@ -376,6 +376,7 @@ fn cmd_index(
         Progress::Input { path, kind } => bar.set_message(format!("{} ({kind})", path.display())),
         Progress::Source { done } => bar.set_position(done),
         Progress::Committing => bar.set_message("committing".to_string()),
+        Progress::Pages => bar.set_message("writing page files".to_string()),
         Progress::Graph => bar.set_message("building the graph".to_string()),
     })
     .with_context(|| format!("indexing into {}", index.display()))?;

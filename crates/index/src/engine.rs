@@ -20,8 +20,9 @@ use tantivy::{DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, Te
 use crate::analyzer::{terms, WORDS};
 use crate::error::{IndexError, Result};
 use crate::lexical::{query_terms, top_k_terms};
+use crate::pages::{PageFile, Stored};
 use crate::pread::PreadDirectory;
-use crate::record::{CommitInfo, PageRecord, RunCounts};
+use crate::record::{CommitInfo, RunCounts};
 use crate::schema::{register_analyzers, resolve, Fields};
 use crate::store_error;
 use crate::vector::{VectorIndex, VECTOR_DIR};
@@ -132,6 +133,8 @@ impl<T> PerGeneration<T> {
 /// A Finder index opened for reading.
 pub struct Finder {
     dir: PathBuf,
+    /// The folder of `index`, for the files beside tantivy's own (page files).
+    directory: PreadDirectory,
     index: Index,
     reader: IndexReader,
     fields: Fields,
@@ -149,6 +152,9 @@ pub struct Finder {
     grams: PerGeneration<crate::expand::TermGrams>,
     /// Every segment's key columns, for the searcher generation they were opened from.
     columns: PerGeneration<Vec<KeyColumns>>,
+    /// Every segment's page file where it has one, by segment ordinal, for the searcher
+    /// generation they were opened from.
+    pages: PerGeneration<Vec<Option<PageFile>>>,
 }
 
 /// Applies query-time overrides to `base`, the settings an index was opened with, whose
@@ -209,7 +215,7 @@ impl Finder {
         }
         let directory = PreadDirectory::for_queries(&path, crate::pread::MAP_STORES_MAX_BYTES)
             .map_err(|e| store_error(dir, e))?;
-        let index = Index::open(directory).map_err(|e| store_error(dir, e))?;
+        let index = Index::open(directory.clone()).map_err(|e| store_error(dir, e))?;
         let fields = resolve(&index.schema()).ok_or_else(|| IndexError::Corrupt {
             path: path.clone(),
             reason: "schema lacks Finder's fields".into(),
@@ -234,6 +240,8 @@ impl Finder {
             addresses: PerGeneration::default(),
             grams: PerGeneration::default(),
             columns: PerGeneration::default(),
+            pages: PerGeneration::default(),
+            directory,
             dir: dir.to_path_buf(),
             index,
             reader,
@@ -453,6 +461,8 @@ struct QueryRun<'a> {
     addresses: RefCell<Option<Addresses>>,
     /// Every segment's key columns, by segment ordinal (see `QueryRun::key_columns`).
     columns: RefCell<Option<Arc<Vec<KeyColumns>>>>,
+    /// Every segment's page file, by segment ordinal (see `QueryRun::page_files`).
+    pages: RefCell<Option<Arc<Vec<Option<PageFile>>>>>,
     /// The query's words as built searches, for the page's previews (see `Retriever::hint`).
     words: RefCell<Option<crate::preview::QueryWords>>,
     /// Where each seen source's first fragment (the one holding its record) is.
@@ -467,9 +477,6 @@ struct QueryRun<'a> {
     expanded: Cell<Option<(usize, usize)>>,
 }
 
-/// A fragment's stored text and what a page shows of its record.
-type Stored = (String, PageRecord);
-
 impl<'a> QueryRun<'a> {
     fn new(finder: &'a Finder, vector: Option<Vec<f32>>) -> QueryRun<'a> {
         QueryRun {
@@ -478,6 +485,7 @@ impl<'a> QueryRun<'a> {
             seen: RefCell::default(),
             addresses: RefCell::default(),
             columns: RefCell::default(),
+            pages: RefCell::default(),
             words: RefCell::default(),
             firsts: RefCell::default(),
             docs: RefCell::default(),
@@ -699,7 +707,35 @@ impl<'a> QueryRun<'a> {
         Ok(read)
     }
 
+    /// Every segment's page file, opened once per searcher generation; `None` for a segment
+    /// without a readable one.
+    fn page_files(&self) -> Result<Arc<Vec<Option<PageFile>>>> {
+        if let Some(pages) = self.pages.borrow().as_ref() {
+            return Ok(Arc::clone(pages));
+        }
+        let generation = self.searcher.generation().generation_id();
+        let pages = self.finder.pages.get(generation, || {
+            Ok(self
+                .searcher
+                .segment_readers()
+                .iter()
+                .map(|segment| PageFile::open(&self.finder.directory, segment))
+                .collect())
+        })?;
+        *self.pages.borrow_mut() = Some(Arc::clone(&pages));
+        Ok(pages)
+    }
+
+    /// The page record at `address`: from its segment's page file, or from the document
+    /// store where the file cannot give it.
     fn read_stored(&self, address: DocAddress) -> Result<Stored> {
+        let pages = self.page_files()?;
+        let file = pages
+            .get(address.segment_ord as usize)
+            .and_then(Option::as_ref);
+        if let Some(stored) = file.and_then(|f| f.read(address.doc_id)) {
+            return Ok(stored);
+        }
         let doc = crate::writer::read_head(&self.searcher, self.fields(), address)
             .map_err(|e| self.err(e))?;
         let record = serde_json::from_str(&doc.meta).map_err(|e| IndexError::Corrupt {

@@ -22,7 +22,7 @@ use tantivy::directory::{
 use tantivy::HasLen;
 
 /// The document stores of a query directory are memory-mapped when they come to at most this
-/// many bytes together (the `*.store` files of the folder, at open), and read with positioned
+/// many bytes together (the `*.store` and `*.pages` files of the folder, at open), and read with positioned
 /// reads above it. A mapped store's pages stay resident once a query touched them, a few
 /// dozen KiB a read with the kernel's fault-around, so that is bounded by the stores' size;
 /// a positioned read costs a system call every time (about 2 µs here, an eighth of a lexical
@@ -56,9 +56,9 @@ impl PreadDirectory {
         })
     }
 
-    /// Only the document stores (`*.store`) read with positioned reads, the postings and the
-    /// rest memory-mapped: for queries. A query reads its page's records one small block
-    /// each, at random places in the store; through a memory map each read would leave its
+    /// Only the document stores (`*.store`) and page files (`*.pages`) read with positioned
+    /// reads, the postings and the rest memory-mapped: for queries. A query reads its page's
+    /// records one small block each, at random places in the store; through a memory map each read would leave its
     /// pages, and the kernel's fault-around neighbours, resident in the process (1.4 GB
     /// after 1,000 queries on a million fragments).
     pub(crate) fn stores_only(root: &Path) -> Result<PreadDirectory, tantivy::TantivyError> {
@@ -95,13 +95,13 @@ impl PreadDirectory {
     }
 }
 
-/// The bytes of the document stores (`*.store`) in `root`. A store deleted while they are
+/// The bytes of the document stores and page files in `root`. A store deleted while they are
 /// counted (a writer's merge or garbage collection, running beside a reader) counts nothing.
 fn store_bytes(root: &Path) -> io::Result<u64> {
     let mut total = 0;
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;
-        if entry.path().extension().is_none_or(|e| e != "store") {
+        if !read_like_a_store(&entry.path()) {
             continue;
         }
         match entry.metadata() {
@@ -111,6 +111,13 @@ fn store_bytes(root: &Path) -> io::Result<u64> {
         }
     }
     Ok(total)
+}
+
+/// Whether `path` is read the way the document stores are: a store (`*.store`) or a page
+/// file ([`crate::pages`]), both read a record at a time at random places.
+fn read_like_a_store(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e == "store" || e == crate::pages::EXTENSION)
 }
 
 /// One file, read at an offset on each request.
@@ -157,8 +164,7 @@ fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result
 
 impl Directory for PreadDirectory {
     fn get_file_handle(&self, path: &Path) -> Result<Arc<dyn FileHandle>, OpenReadError> {
-        let store = path.extension().is_some_and(|e| e == "store");
-        if self.reads == Reads::None || (self.reads == Reads::Stores && !store) {
+        if self.reads == Reads::None || (self.reads == Reads::Stores && !read_like_a_store(path)) {
             return self.inner.get_file_handle(path);
         }
         let full = self.root.join(path);

@@ -37,6 +37,8 @@ pub enum Progress<'a> {
     Source { done: u64 },
     /// Writing the commit.
     Committing,
+    /// Writing the page files of the commit's new segments (see `pages`).
+    Pages,
     /// Rebuilding the relation graph from the new commit.
     Graph,
 }
@@ -288,6 +290,15 @@ pub fn index_inputs(
                 source_id: None,
             });
         }
+    }
+    // Only a speed-up too: a segment without its page file is read from its store.
+    progress(Progress::Pages);
+    if let Err(e) = crate::pages::write_missing(dir, fields) {
+        report.problems.push(Problem {
+            place: dir.join(LEXICAL_DIR).display().to_string(),
+            reason: format!("page files not written: {e}"),
+            source_id: None,
+        });
     }
     crate::release_free_memory();
 
@@ -571,13 +582,18 @@ impl DocumentDeserialize for StoredHead {
     }
 }
 
+/// Names the fields of the index whose documents this thread reads as [`StoredHead`]s next.
+pub(crate) fn name_head_fields(fields: Fields) {
+    HEAD_FIELDS.with(|named| named.set(Some(fields)));
+}
+
 /// The [`StoredHead`] of the document at `address`.
 pub(crate) fn read_head(
     searcher: &tantivy::Searcher,
     fields: Fields,
     address: tantivy::DocAddress,
 ) -> tantivy::Result<StoredHead> {
-    HEAD_FIELDS.with(|named| named.set(Some(fields)));
+    name_head_fields(fields);
     searcher.doc(address)
 }
 
@@ -587,7 +603,7 @@ pub(crate) fn for_each_head(
     fields: Fields,
     f: &mut dyn FnMut(StoredHead) -> Result<()>,
 ) -> Result<()> {
-    HEAD_FIELDS.with(|named| named.set(Some(fields)));
+    name_head_fields(fields);
     for_each_stored(dir, f)
 }
 

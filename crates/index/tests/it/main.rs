@@ -6,6 +6,7 @@ mod bm25;
 mod graph;
 mod graph_layer;
 mod indexing;
+mod pages;
 mod readers;
 mod support;
 mod vectors;

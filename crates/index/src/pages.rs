@@ -1,0 +1,410 @@
+//! Page files: what a query's page shows of each fragment (its body, its extent and, on a
+//! source's first fragment, the source's id, envelope and summary), one file per tantivy
+//! segment, read by document id.
+//!
+//! The document store holds the same and stays the truth. A page read from the store paid
+//! for tantivy's skip-index seek, a block copy, the document's decode and the record's JSON:
+//! a quarter of a lexical query over 10k fragments (docs/BENCHMARKS.md, thirteenth pass). A
+//! page file answers with one offset lookup and one read of the record alone.
+//!
+//! A file is derived from its segment's store after each commit ([`write_missing`]) and is
+//! named after the segment (`<segment id>.pages` beside the segment's own files). Segments
+//! never change, so a file never goes stale; it goes when its segment does. A segment
+//! without a readable file (an index written before page files, a write that failed, a
+//! segment a later merge made) is read from the store as before, and so is any record a
+//! file cannot decode.
+//!
+//! Layout, little-endian: the magic `FNDPAGE1`, the segment's document count `n` (u32), four
+//! zero bytes, `n + 1` offsets (u64) into the records that follow, then the records. A record:
+//! the body (a string), the extent (two u64, two u32), a byte saying whether the source
+//! follows, and the source's id, title, path, date (a flag byte, then the string), tags (u32
+//! count, strings), extras (u32 count, key and value strings) and summary. A string is its
+//! byte length (u32) and its UTF-8 bytes.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use finder_core::{Envelope, Extent};
+use tantivy::directory::{FileSlice, OwnedBytes};
+use tantivy::{Directory, HasLen, Index, ReloadPolicy, SegmentReader};
+
+use crate::pread::PreadDirectory;
+use crate::record::{PageRecord, PageSource};
+use crate::schema::Fields;
+use crate::writer::{StoredHead, LEXICAL_DIR};
+use crate::{store_error, IndexError, Result};
+
+/// The extension of page files.
+pub(crate) const EXTENSION: &str = "pages";
+
+const MAGIC: &[u8; 8] = b"FNDPAGE1";
+const HEADER_BYTES: usize = 16;
+
+/// A fragment's stored text and what a page shows of its record.
+pub(crate) type Stored = (String, PageRecord);
+
+/// The page file of `segment`'s name.
+fn file_name(segment: &SegmentReader) -> String {
+    format!("{}.{EXTENSION}", segment.segment_id().uuid_string())
+}
+
+/// One segment's page file, opened for reading.
+pub(crate) struct PageFile {
+    offsets: OwnedBytes,
+    records: FileSlice,
+}
+
+impl PageFile {
+    /// `segment`'s page file in `directory` (the index's own, not tantivy's managed view
+    /// of it, which takes every file for one with a tantivy footer); `None` when it is
+    /// missing or its header does not describe the segment (the store is read instead).
+    pub(crate) fn open(directory: &dyn Directory, segment: &SegmentReader) -> Option<PageFile> {
+        let handle = directory
+            .get_file_handle(Path::new(&file_name(segment)))
+            .ok()?;
+        let file = FileSlice::new(handle);
+        let docs = segment.max_doc() as usize;
+        let header = file
+            .read_bytes_slice(0..HEADER_BYTES.min(file.len()))
+            .ok()?;
+        if header.len() < HEADER_BYTES
+            || &header[..8] != MAGIC
+            || u32_at(&header, 8) as usize != docs
+        {
+            return None;
+        }
+        let start = HEADER_BYTES + 8 * (docs + 1);
+        if file.len() < start {
+            return None;
+        }
+        let (head, records) = file.split(start);
+        let offsets = head.slice_from(HEADER_BYTES).read_bytes().ok()?;
+        let last = u64_at(&offsets, 8 * docs);
+        (last == records.len() as u64).then_some(PageFile { offsets, records })
+    }
+
+    /// The record of document `doc`; `None` when the file cannot give it.
+    pub(crate) fn read(&self, doc: u32) -> Option<Stored> {
+        let at = 8 * doc as usize;
+        if at + 16 > self.offsets.len() {
+            return None;
+        }
+        let (start, end) = (u64_at(&self.offsets, at), u64_at(&self.offsets, at + 8));
+        if start > end || end > self.records.len() as u64 {
+            return None;
+        }
+        let bytes = self
+            .records
+            .read_bytes_slice(start as usize..end as usize)
+            .ok()?;
+        decode(&bytes)
+    }
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"))
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight bytes"))
+}
+
+/// Appends one record to `out`.
+fn encode(body: &str, record: &PageRecord, out: &mut Vec<u8>) {
+    fn string(out: &mut Vec<u8>, s: &str) {
+        out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        out.extend_from_slice(s.as_bytes());
+    }
+    string(out, body);
+    let e = &record.extent;
+    out.extend_from_slice(&e.byte_start.to_le_bytes());
+    out.extend_from_slice(&e.byte_end.to_le_bytes());
+    out.extend_from_slice(&e.line_start.to_le_bytes());
+    out.extend_from_slice(&e.line_end.to_le_bytes());
+    let Some(source) = &record.source else {
+        out.push(0);
+        return;
+    };
+    out.push(1);
+    string(out, &source.id);
+    let envelope = &source.envelope;
+    string(out, &envelope.title);
+    string(out, &envelope.path);
+    match &envelope.date {
+        Some(date) => {
+            out.push(1);
+            string(out, date);
+        }
+        None => out.push(0),
+    }
+    out.extend_from_slice(&(envelope.tags.len() as u32).to_le_bytes());
+    for tag in &envelope.tags {
+        string(out, tag);
+    }
+    out.extend_from_slice(&(envelope.extras.len() as u32).to_le_bytes());
+    for (key, value) in &envelope.extras {
+        string(out, key);
+        string(out, value);
+    }
+    string(out, &source.summary);
+}
+
+/// Reads a record [`encode`] wrote; `None` when the bytes are not one.
+fn decode(bytes: &[u8]) -> Option<Stored> {
+    let mut r = Reader(bytes);
+    let body = r.string()?;
+    let extent = Extent {
+        byte_start: r.u64()?,
+        byte_end: r.u64()?,
+        line_start: r.u32()?,
+        line_end: r.u32()?,
+    };
+    let source = match r.byte()? {
+        0 => None,
+        1 => {
+            let id = r.string()?;
+            let title = r.string()?;
+            let path = r.string()?;
+            let date = match r.byte()? {
+                0 => None,
+                1 => Some(r.string()?),
+                _ => return None,
+            };
+            let tags = (0..r.u32()?)
+                .map(|_| r.string())
+                .collect::<Option<Vec<_>>>()?;
+            let extras = (0..r.u32()?)
+                .map(|_| Some((r.string()?, r.string()?)))
+                .collect::<Option<_>>()?;
+            let summary = r.string()?;
+            Some(PageSource {
+                id,
+                envelope: Envelope {
+                    title,
+                    path,
+                    date,
+                    tags,
+                    extras,
+                },
+                summary,
+            })
+        }
+        _ => return None,
+    };
+    r.0.is_empty()
+        .then_some((body, PageRecord { extent, source }))
+}
+
+/// The bytes of one record, taken from the front.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn byte(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32_at(self.take(4)?, 0))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64_at(self.take(8)?, 0))
+    }
+
+    fn string(&mut self) -> Option<String> {
+        let n = self.u32()? as usize;
+        String::from_utf8(self.take(n)?.to_vec()).ok()
+    }
+}
+
+/// Writes the page file of every segment of the last commit in `dir` that has none, and
+/// removes the files of segments that are gone. Returns how many files it wrote.
+pub(crate) fn write_missing(dir: &Path, fields: Fields) -> Result<usize> {
+    let err = |e| store_error(dir, e);
+    let path = dir.join(LEXICAL_DIR);
+    let index = Index::open(PreadDirectory::open(&path).map_err(err)?).map_err(err)?;
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()
+        .map_err(err)?;
+    let searcher = reader.searcher();
+    let mut live = HashSet::new();
+    let mut written = 0;
+    for segment in searcher.segment_readers() {
+        let name = file_name(segment);
+        if !path.join(&name).exists() {
+            write_segment(dir, &path.join(&name), segment, fields)?;
+            written += 1;
+        }
+        live.insert(name);
+    }
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| IndexError::Io { path, source }
+    };
+    for entry in std::fs::read_dir(&path).map_err(io(&path))? {
+        let entry = entry.map_err(io(&path))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let ours = name.ends_with(&format!(".{EXTENSION}"))
+            || name.ends_with(&format!(".{EXTENSION}.tmp"));
+        if ours && !live.contains(&name) {
+            match std::fs::remove_file(entry.path()) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io(&entry.path())(e));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(written)
+}
+
+/// Writes `segment`'s page file to `target`: to a temporary name first, renamed once whole.
+fn write_segment(dir: &Path, target: &Path, segment: &SegmentReader, fields: Fields) -> Result<()> {
+    let docs = segment.max_doc() as usize;
+    let tmp = PathBuf::from(format!("{}.tmp", target.display()));
+    let io = |source| IndexError::Io {
+        path: tmp.clone(),
+        source,
+    };
+    let mut out = BufWriter::new(File::create(&tmp).map_err(io)?);
+    let start = HEADER_BYTES + 8 * (docs + 1);
+    out.write_all(&vec![0; start]).map_err(io)?;
+    let store = segment
+        .get_store_reader(0)
+        .map_err(|e| store_error(dir, e.into()))?;
+    crate::writer::name_head_fields(fields);
+    let mut offsets = Vec::with_capacity(docs + 1);
+    let mut record = Vec::new();
+    let mut at = 0u64;
+    // Every document, deleted or not: the file is read by document id.
+    for (doc, head) in store.iter::<StoredHead>(None).enumerate() {
+        let head = head.map_err(|e| store_error(dir, e))?;
+        let page: PageRecord =
+            serde_json::from_str(&head.meta).map_err(|e| IndexError::Corrupt {
+                path: dir.join(LEXICAL_DIR),
+                reason: format!(
+                    "segment {}, document {doc}: fragment record: {e}",
+                    segment.segment_id().uuid_string()
+                ),
+            })?;
+        record.clear();
+        encode(&head.body, &page, &mut record);
+        offsets.push(at);
+        out.write_all(&record).map_err(io)?;
+        at += record.len() as u64;
+    }
+    offsets.push(at);
+    if offsets.len() != docs + 1 {
+        return Err(IndexError::Corrupt {
+            path: dir.join(LEXICAL_DIR),
+            reason: format!(
+                "segment {}: {} stored documents for {docs} document ids",
+                segment.segment_id().uuid_string(),
+                offsets.len() - 1
+            ),
+        });
+    }
+    out.seek(SeekFrom::Start(0)).map_err(io)?;
+    out.write_all(MAGIC).map_err(io)?;
+    out.write_all(&(docs as u32).to_le_bytes()).map_err(io)?;
+    out.write_all(&[0; 4]).map_err(io)?;
+    for offset in &offsets {
+        out.write_all(&offset.to_le_bytes()).map_err(io)?;
+    }
+    let file = out.into_inner().map_err(|e| io(e.into_error()))?;
+    file.sync_all().map_err(io)?;
+    drop(file);
+    std::fs::rename(&tmp, target).map_err(|source| IndexError::Io {
+        path: target.to_path_buf(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn record(source: Option<PageSource>) -> PageRecord {
+        PageRecord {
+            extent: Extent {
+                byte_start: 7,
+                byte_end: 1 << 40,
+                line_start: 2,
+                line_end: u32::MAX,
+            },
+            source,
+        }
+    }
+
+    fn same(a: &Stored, b: &Stored) -> bool {
+        let (x, y) = (&a.1, &b.1);
+        a.0 == b.0
+            && x.extent == y.extent
+            && match (&x.source, &y.source) {
+                (None, None) => true,
+                (Some(s), Some(t)) => {
+                    s.id == t.id && s.envelope == t.envelope && s.summary == t.summary
+                }
+                _ => false,
+            }
+    }
+
+    fn round_trip(body: &str, page: PageRecord) {
+        let mut bytes = Vec::new();
+        encode(body, &page, &mut bytes);
+        let back = decode(&bytes).expect("a record decodes");
+        assert!(same(&back, &(body.to_string(), page)), "{back:?}");
+        // Every cut short is refused, never read as another record.
+        for cut in 0..bytes.len() {
+            assert!(decode(&bytes[..cut]).is_none(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_fragment_without_its_source_round_trips() {
+        round_trip("body ✓ text", record(None));
+        round_trip("", record(None));
+    }
+
+    proptest! {
+        #[test]
+        fn a_source_record_round_trips(
+            body in ".{0,40}",
+            id in ".{0,12}",
+            title in ".{0,12}",
+            date in proptest::option::of(".{0,10}"),
+            tags in proptest::collection::vec(".{0,6}", 0..4),
+            extras in proptest::collection::btree_map(".{0,6}", ".{0,6}", 0..4),
+            summary in ".{0,30}",
+        ) {
+            let envelope = Envelope { title, path: "a/b.md".into(), date, tags, extras };
+            round_trip(&body, record(Some(PageSource { id, envelope, summary })));
+        }
+    }
+
+    #[test]
+    fn trailing_bytes_or_a_bad_flag_are_refused() {
+        let mut bytes = Vec::new();
+        encode("x", &record(None), &mut bytes);
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode(&longer).is_none());
+        let flag = bytes.len() - 1;
+        bytes[flag] = 2;
+        assert!(decode(&bytes).is_none());
+    }
+}

@@ -1,0 +1,172 @@
+//! Page files: a page read from them is the page read from the document store, and a
+//! segment whose file is missing or damaged is read from the store.
+
+use std::path::{Path, PathBuf};
+
+use finder_core::Settings;
+
+use crate::support::{record, Fixture};
+
+/// The files in the index's `lexical/` folder with `extension`.
+fn files(index_dir: &Path, extension: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(index_dir.join("lexical"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == extension))
+        .collect();
+    out.sort();
+    out
+}
+
+fn contains(bytes: &[u8], needle: &[u8]) -> bool {
+    bytes.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Notes with every part of an envelope (date, tags, extras), several fragments each, and
+/// records.
+fn inputs(fx: &Fixture) -> Vec<PathBuf> {
+    fx.write(
+        "notes/auth.md",
+        "---\ntitle: Auth errors\ndate: 2026-03-01\ntags: [auth, errors]\nteam: platform\n---\n# Auth errors\n\nAUTH-041 means the refresh token expired.\nReauthenticate the client.\n\n## Recovery\n\nSign in again to restore the session. The token café is ünïcode.\n",
+    );
+    fx.write(
+        "notes/backup.md",
+        "# Backups\n\nNightly database backups run at 02:00.\n\nRestore with the restore script; the token is not needed.\n",
+    );
+    let lines: Vec<String> = (0..40)
+        .map(|i| {
+            record(
+                &format!("r{i}"),
+                &format!("Record {i}"),
+                &format!("token session restore words w{i}"),
+            )
+        })
+        .collect();
+    vec![
+        fx.path("notes"),
+        fx.write("records.jsonl", &lines.join("\n")),
+    ]
+}
+
+/// What the page records give each hit of each query: its id, envelope, summary, and its
+/// hints' previews and extents (scores are left out: the recency blend's moves with the
+/// clock).
+fn pages(fx: &Fixture, settings: &Settings) -> Vec<serde_json::Value> {
+    let finder = fx.open();
+    [
+        "token",
+        "restore session",
+        "AUTH-041",
+        "w7 backups",
+        "ünïcode",
+    ]
+    .iter()
+    .map(|q| {
+        let response = finder.search(q, settings, 0, 20).expect("search");
+        assert!(!response.hits.is_empty(), "{q}");
+        let hits: Vec<_> = response
+            .hits
+            .iter()
+            .map(|h| {
+                let hints: Vec<_> = h.hints.iter().map(|x| (&x.preview, x.extent)).collect();
+                serde_json::json!([h.id, h.envelope, h.summary, hints])
+            })
+            .collect();
+        serde_json::Value::from(hits)
+    })
+    .collect()
+}
+
+#[test]
+fn pages_read_from_page_files_are_the_stores_pages() {
+    let fx = Fixture::new();
+    let settings = Settings::default();
+    let inputs = inputs(&fx);
+    let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    let report = fx.index(&inputs, &settings);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let written = files(&fx.index_dir(), "pages");
+    assert_eq!(written.len(), files(&fx.index_dir(), "store").len());
+    let from_files = pages(&fx, &settings);
+
+    // The page is the file's: an edit to a body there (of the same length) shows.
+    let file = written
+        .iter()
+        .find(|f| contains(&std::fs::read(f).unwrap(), b"Nightly"))
+        .expect("a page file holds the backups note");
+    let bytes = std::fs::read(file).unwrap();
+    let at = (0..bytes.len())
+        .find(|&i| bytes[i..].starts_with(b"Nightly"))
+        .unwrap();
+    let mut edited = bytes.clone();
+    edited[at..at + 7].copy_from_slice(b"NIGHTLY");
+    std::fs::write(file, &edited).unwrap();
+    let hit = &fx.open().search("backups", &settings, 0, 5).unwrap().hits[0];
+    assert!(hit.hints[0].preview.contains("NIGHTLY"), "{:?}", hit.hints);
+    std::fs::write(file, &bytes).unwrap();
+    assert_eq!(pages(&fx, &settings), from_files);
+
+    // Damaged: each record's first length made too long (those records are read from the
+    // store), then the file cut short (the whole file is).
+    let bytes = std::fs::read(&written[0]).unwrap();
+    let docs = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
+    let records = 16 + 8 * (docs + 1);
+    let mut damaged = bytes.clone();
+    for doc in 0..docs {
+        let at = 16 + 8 * doc;
+        let offset = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+        damaged[records + offset..records + offset + 4].copy_from_slice(&[0xff; 4]);
+    }
+    std::fs::write(&written[0], &damaged).unwrap();
+    assert_eq!(pages(&fx, &settings), from_files);
+    std::fs::write(&written[0], &bytes[..bytes.len() / 2]).unwrap();
+    assert_eq!(pages(&fx, &settings), from_files);
+
+    // Missing: every page read from the store.
+    for file in &written {
+        std::fs::remove_file(file).unwrap();
+    }
+    assert_eq!(pages(&fx, &settings), from_files);
+
+    // The next run writes the missing files again, though nothing changed.
+    let report = fx.index(&inputs, &settings);
+    assert_eq!(report.counts.unchanged, 42);
+    assert_eq!(files(&fx.index_dir(), "pages"), written);
+    assert_eq!(pages(&fx, &settings), from_files);
+}
+
+#[test]
+fn a_later_run_writes_its_segments_page_file_and_removes_gone_ones() {
+    let fx = Fixture::new();
+    let settings = Settings::default();
+    let notes = inputs(&fx);
+    let notes: Vec<&Path> = notes.iter().map(PathBuf::as_path).collect();
+    fx.index(&notes, &settings);
+    let stale = fx
+        .index_dir()
+        .join("lexical/00000000000000000000000000000000.pages");
+    std::fs::write(&stale, b"left behind").unwrap();
+
+    for round in 0..4 {
+        fx.write(
+            "notes/backup.md",
+            &format!("# Backups\n\nRound {round}: backups restore the token w{round}.\n"),
+        );
+        let report = fx.index(&notes, &settings);
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.counts.updated, 1);
+        let stores: Vec<String> = files(&fx.index_dir(), "store")
+            .iter()
+            .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+            .collect();
+        let pages: Vec<String> = files(&fx.index_dir(), "pages")
+            .iter()
+            .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(pages, stores, "round {round}");
+        let finder = fx.open();
+        let hit = &finder.search("backups", &settings, 0, 5).unwrap().hits[0];
+        assert!(hit.hints[0].preview.contains(&format!("Round {round}")));
+    }
+    assert!(!stale.exists());
+}
