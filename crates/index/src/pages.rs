@@ -229,7 +229,8 @@ impl Reader<'_> {
 }
 
 /// Writes the page file of every segment of the last commit in `dir` that has none, and
-/// removes the files of segments that are gone. Returns how many files it wrote.
+/// removes the files of segments that are gone. Returns how many files it wrote, or the
+/// first failure.
 pub(crate) fn write_missing(dir: &Path, fields: Fields) -> Result<usize> {
     let err = |e| store_error(dir, e);
     let path = dir.join(LEXICAL_DIR);
@@ -242,33 +243,40 @@ pub(crate) fn write_missing(dir: &Path, fields: Fields) -> Result<usize> {
     let searcher = reader.searcher();
     let mut live = HashSet::new();
     let mut written = 0;
+    // A segment whose file cannot be written is read from its store; the others still get
+    // theirs, and the first failure is reported.
+    let mut failed = None;
     for segment in searcher.segment_readers() {
         let name = file_name(segment);
         if !path.join(&name).exists() {
-            write_segment(dir, &path.join(&name), segment, fields)?;
-            written += 1;
+            match write_segment(dir, &path.join(&name), segment, fields) {
+                Ok(()) => written += 1,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
         }
         live.insert(name);
     }
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| IndexError::Io { path, source }
-    };
-    for entry in std::fs::read_dir(&path).map_err(io(&path))? {
-        let entry = entry.map_err(io(&path))?;
+    // Files of segments that are gone, and what a write cut short left. One that cannot be
+    // removed now (held open where that forbids removal) is an orphan no reader asks for;
+    // the next run tries again.
+    let entries = std::fs::read_dir(&path).map_err(|source| IndexError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let ours = name.ends_with(&format!(".{EXTENSION}"))
             || name.ends_with(&format!(".{EXTENSION}.tmp"));
         if ours && !live.contains(&name) {
-            match std::fs::remove_file(entry.path()) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(io(&entry.path())(e));
-                }
-                _ => {}
-            }
+            let _ = std::fs::remove_file(entry.path());
         }
     }
-    Ok(written)
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(written),
+    }
 }
 
 /// Writes `segment`'s page file to `target`: to a temporary name first, renamed once whole.

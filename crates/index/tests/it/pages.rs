@@ -170,3 +170,37 @@ fn a_later_run_writes_its_segments_page_file_and_removes_gone_ones() {
     }
     assert!(!stale.exists());
 }
+
+#[test]
+fn a_page_file_that_cannot_be_written_is_a_problem_and_the_store_answers() {
+    let fx = Fixture::new();
+    let settings = Settings::default();
+    let inputs = inputs(&fx);
+    let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    fx.index(&inputs, &settings);
+    let from_files = pages(&fx, &settings);
+    let written = files(&fx.index_dir(), "pages");
+    // A folder where the file's temporary name would be: its write fails.
+    let blocked = PathBuf::from(format!("{}.tmp", written[0].display()));
+    std::fs::remove_file(&written[0]).unwrap();
+    std::fs::create_dir(&blocked).unwrap();
+
+    let report = fx.index(&inputs, &settings);
+    assert_eq!(report.counts.unchanged, 42);
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.reason.starts_with("page files not written")),
+        "{:?}",
+        report.problems
+    );
+    assert!(!written[0].exists());
+    assert_eq!(pages(&fx, &settings), from_files);
+
+    std::fs::remove_dir(&blocked).unwrap();
+    let report = fx.index(&inputs, &settings);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert!(written[0].exists());
+    assert_eq!(pages(&fx, &settings), from_files);
+}
