@@ -105,6 +105,14 @@ pub fn status(s: &Status) -> String {
     let _ = writeln!(out, "sources:   {}", s.sources);
     let _ = writeln!(out, "fragments: {}", s.fragments);
     let _ = writeln!(out, "segments:  {}", s.segments);
+    if s.page_files < s.segments {
+        let _ = writeln!(
+            out,
+            "pages:     {} of {} segments have page files; the others' pages are read from the \
+             store until the next `finder index`",
+            s.page_files, s.segments
+        );
+    }
     let _ = writeln!(
         out,
         "size:      {:.1} MiB",

@@ -54,6 +54,9 @@ pub struct Status {
     pub sources: u64,
     pub fragments: u64,
     pub segments: usize,
+    /// Segments with a readable page file (`pages.rs`); the others' pages are read from the
+    /// document store until the next run writes their files.
+    pub page_files: usize,
     pub size_bytes: u64,
     pub origins: Vec<String>,
     pub settings: finder_core::IndexSettings,
@@ -354,11 +357,13 @@ impl Finder {
     pub fn status(&self) -> Result<Status> {
         let searcher = self.reader.searcher();
         let size_bytes = dir_size(&self.dir.join(LEXICAL_DIR));
+        let pages = self.page_files(&searcher)?;
         Ok(Status {
             path: self.dir.clone(),
             sources: self.info.sources,
             fragments: self.info.fragments,
             segments: searcher.segment_readers().len(),
+            page_files: pages.iter().flatten().count(),
             size_bytes,
             origins: self.info.origins.clone(),
             settings: self.info.settings.clone(),
@@ -408,6 +413,19 @@ impl Finder {
     }
 
     /// The underlying tantivy index (for tests and benchmarks that compare with tantivy).
+    /// Every segment of `searcher` with its page file where it has a readable one, by
+    /// segment ordinal: opened once per searcher generation and shared by its queries.
+    fn page_files(&self, searcher: &Searcher) -> Result<Arc<Vec<Option<PageFile>>>> {
+        let generation = searcher.generation().generation_id();
+        self.pages.get(generation, || {
+            Ok(searcher
+                .segment_readers()
+                .iter()
+                .map(|segment| PageFile::open(&self.directory, segment))
+                .collect())
+        })
+    }
+
     pub fn tantivy_index(&self) -> &Index {
         &self.index
     }
@@ -707,21 +725,13 @@ impl<'a> QueryRun<'a> {
         Ok(read)
     }
 
-    /// Every segment's page file, opened once per searcher generation; `None` for a segment
-    /// without a readable one.
+    /// Every segment's page file (see [`Finder::page_files`]); `None` for a segment without
+    /// a readable one.
     fn page_files(&self) -> Result<Arc<Vec<Option<PageFile>>>> {
         if let Some(pages) = self.pages.borrow().as_ref() {
             return Ok(Arc::clone(pages));
         }
-        let generation = self.searcher.generation().generation_id();
-        let pages = self.finder.pages.get(generation, || {
-            Ok(self
-                .searcher
-                .segment_readers()
-                .iter()
-                .map(|segment| PageFile::open(&self.finder.directory, segment))
-                .collect())
-        })?;
+        let pages = self.finder.page_files(&self.searcher)?;
         *self.pages.borrow_mut() = Some(Arc::clone(&pages));
         Ok(pages)
     }

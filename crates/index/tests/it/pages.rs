@@ -87,6 +87,11 @@ fn pages_read_from_page_files_are_the_stores_pages() {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     let written = files(&fx.index_dir(), "pages");
     assert_eq!(written.len(), files(&fx.index_dir(), "store").len());
+    let status = fx.open().status().unwrap();
+    assert_eq!(
+        (status.page_files, status.segments),
+        (written.len(), written.len())
+    );
     let from_files = pages(&fx, &settings);
 
     // The page is the file's: an edit to a body there (of the same length) shows.
@@ -126,6 +131,7 @@ fn pages_read_from_page_files_are_the_stores_pages() {
     for file in &written {
         std::fs::remove_file(file).unwrap();
     }
+    assert_eq!(fx.open().status().unwrap().page_files, 0);
     assert_eq!(pages(&fx, &settings), from_files);
 
     // The next run writes the missing files again, though nothing changed.
