@@ -412,7 +412,6 @@ impl Finder {
         })
     }
 
-    /// The underlying tantivy index (for tests and benchmarks that compare with tantivy).
     /// Every segment of `searcher` with its page file where it has a readable one, by
     /// segment ordinal: opened once per searcher generation and shared by its queries.
     fn page_files(&self, searcher: &Searcher) -> Result<Arc<Vec<Option<PageFile>>>> {
@@ -426,6 +425,7 @@ impl Finder {
         })
     }
 
+    /// The underlying tantivy index (for tests and benchmarks that compare with tantivy).
     pub fn tantivy_index(&self) -> &Index {
         &self.index
     }

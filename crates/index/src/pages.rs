@@ -28,9 +28,8 @@ use std::path::{Path, PathBuf};
 
 use finder_core::{Envelope, Extent};
 use tantivy::directory::{FileSlice, OwnedBytes};
-use tantivy::{Directory, HasLen, Index, ReloadPolicy, SegmentReader};
+use tantivy::{Directory, HasLen, SegmentReader};
 
-use crate::pread::PreadDirectory;
 use crate::record::{PageRecord, PageSource};
 use crate::schema::Fields;
 use crate::writer::{StoredHead, LEXICAL_DIR};
@@ -232,15 +231,10 @@ impl Reader<'_> {
 /// removes the files of segments that are gone. Returns how many files it wrote, or the
 /// first failure.
 pub(crate) fn write_missing(dir: &Path, fields: Fields) -> Result<usize> {
-    let err = |e| store_error(dir, e);
     let path = dir.join(LEXICAL_DIR);
-    let index = Index::open(PreadDirectory::open(&path).map_err(err)?).map_err(err)?;
-    let reader = index
-        .reader_builder()
-        .reload_policy(ReloadPolicy::Manual)
-        .try_into()
-        .map_err(err)?;
-    let searcher = reader.searcher();
+    let Some(searcher) = crate::writer::searcher_for_walks(dir)? else {
+        return Ok(0);
+    };
     let mut live = HashSet::new();
     let mut written = 0;
     // A segment whose file cannot be written is read from its store; the others still get

@@ -22,11 +22,11 @@ use tantivy::directory::{
 use tantivy::HasLen;
 
 /// The document stores of a query directory are memory-mapped when they come to at most this
-/// many bytes together (the `*.store` and `*.pages` files of the folder, at open), and read with positioned
-/// reads above it. A mapped store's pages stay resident once a query touched them, a few
-/// dozen KiB a read with the kernel's fault-around, so that is bounded by the stores' size;
-/// a positioned read costs a system call every time (about 2 µs here, an eighth of a lexical
-/// query over 10k fragments, docs/BENCHMARKS.md eleventh pass).
+/// many bytes together (the `*.store` and `*.pages` files of the folder, at open), and read
+/// with positioned reads above it. A mapped file's pages stay resident once a query touched
+/// them, a few dozen KiB a read with the kernel's fault-around, so that is bounded by the
+/// files' size; a positioned read costs a system call every time (about 2 µs here, an eighth
+/// of a lexical query over 10k fragments, docs/BENCHMARKS.md eleventh pass).
 pub(crate) const MAP_STORES_MAX_BYTES: u64 = 256 << 20;
 
 /// [`MmapDirectory`] for everything but reading the bytes of the files it reads with
@@ -58,9 +58,9 @@ impl PreadDirectory {
 
     /// Only the document stores (`*.store`) and page files (`*.pages`) read with positioned
     /// reads, the postings and the rest memory-mapped: for queries. A query reads its page's
-    /// records one small block each, at random places in the store; through a memory map each read would leave its
-    /// pages, and the kernel's fault-around neighbours, resident in the process (1.4 GB
-    /// after 1,000 queries on a million fragments).
+    /// records one small block each, at random places in the store; through a memory map
+    /// each read would leave its pages, and the kernel's fault-around neighbours, resident in
+    /// the process (1.4 GB after 1,000 queries on a million fragments).
     pub(crate) fn stores_only(root: &Path) -> Result<PreadDirectory, tantivy::TantivyError> {
         Ok(PreadDirectory {
             reads: Reads::Stores,
@@ -95,7 +95,7 @@ impl PreadDirectory {
     }
 }
 
-/// The bytes of the document stores and page files in `root`. A store deleted while they are
+/// The bytes of the document stores and page files in `root`. A file deleted while they are
 /// counted (a writer's merge or garbage collection, running beside a reader) counts nothing.
 fn store_bytes(root: &Path) -> io::Result<u64> {
     let mut total = 0;

@@ -503,17 +503,9 @@ pub(crate) fn for_each_stored<D: DocumentDeserialize>(
     f: &mut dyn FnMut(D) -> Result<()>,
 ) -> Result<()> {
     let err = |e| store_error(dir, e);
-    let path = dir.join(LEXICAL_DIR);
-    if !path.join("meta.json").exists() {
+    let Some(searcher) = searcher_for_walks(dir)? else {
         return Ok(());
-    }
-    let index = Index::open(PreadDirectory::open(&path).map_err(err)?).map_err(err)?;
-    let reader = index
-        .reader_builder()
-        .reload_policy(ReloadPolicy::Manual)
-        .try_into()
-        .map_err(err)?;
-    let searcher = reader.searcher();
+    };
     for segment in searcher.segment_readers() {
         // Read in stored order, each block decompressed once: no cache to keep.
         let store = segment
@@ -524,6 +516,23 @@ pub(crate) fn for_each_stored<D: DocumentDeserialize>(
         }
     }
     Ok(())
+}
+
+/// The last commit in `dir` opened for a walk over its stores, every file read with
+/// positioned reads ([`crate::pread`]); `None` when there is no commit yet.
+pub(crate) fn searcher_for_walks(dir: &Path) -> Result<Option<tantivy::Searcher>> {
+    let err = |e| store_error(dir, e);
+    let path = dir.join(LEXICAL_DIR);
+    if !path.join("meta.json").exists() {
+        return Ok(None);
+    }
+    let index = Index::open(PreadDirectory::open(&path).map_err(err)?).map_err(err)?;
+    let reader: tantivy::IndexReader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()
+        .map_err(err)?;
+    Ok(Some(reader.searcher()))
 }
 
 /// A fragment document's stored fields before its vector: what a query reads of a page's

@@ -48,6 +48,21 @@ fn inputs(fx: &Fixture) -> Vec<PathBuf> {
     ]
 }
 
+/// A fixture with [`inputs`] indexed with the default settings, without problems.
+fn built() -> (Fixture, Vec<PathBuf>) {
+    let fx = Fixture::new();
+    let inputs = inputs(&fx);
+    let report = run(&fx, &inputs);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    (fx, inputs)
+}
+
+/// An indexing run over `inputs` with the default settings.
+fn run(fx: &Fixture, inputs: &[PathBuf]) -> finder_index::RunReport {
+    let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    fx.index(&inputs, &Settings::default())
+}
+
 /// What the page records give each hit of each query: its id, envelope, summary, and its
 /// hints' previews and extents (scores are left out: the recency blend's moves with the
 /// clock).
@@ -79,12 +94,8 @@ fn pages(fx: &Fixture, settings: &Settings) -> Vec<serde_json::Value> {
 
 #[test]
 fn pages_read_from_page_files_are_the_stores_pages() {
-    let fx = Fixture::new();
+    let (fx, inputs) = built();
     let settings = Settings::default();
-    let inputs = inputs(&fx);
-    let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
-    let report = fx.index(&inputs, &settings);
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
     let written = files(&fx.index_dir(), "pages");
     assert_eq!(written.len(), files(&fx.index_dir(), "store").len());
     let status = fx.open().status().unwrap();
@@ -135,7 +146,7 @@ fn pages_read_from_page_files_are_the_stores_pages() {
     assert_eq!(pages(&fx, &settings), from_files);
 
     // The next run writes the missing files again, though nothing changed.
-    let report = fx.index(&inputs, &settings);
+    let report = run(&fx, &inputs);
     assert_eq!(report.counts.unchanged, 42);
     assert_eq!(files(&fx.index_dir(), "pages"), written);
     assert_eq!(pages(&fx, &settings), from_files);
@@ -143,11 +154,8 @@ fn pages_read_from_page_files_are_the_stores_pages() {
 
 #[test]
 fn a_later_run_writes_its_segments_page_file_and_removes_gone_ones() {
-    let fx = Fixture::new();
+    let (fx, inputs) = built();
     let settings = Settings::default();
-    let notes = inputs(&fx);
-    let notes: Vec<&Path> = notes.iter().map(PathBuf::as_path).collect();
-    fx.index(&notes, &settings);
     let stale = fx
         .index_dir()
         .join("lexical/00000000000000000000000000000000.pages");
@@ -158,7 +166,7 @@ fn a_later_run_writes_its_segments_page_file_and_removes_gone_ones() {
             "notes/backup.md",
             &format!("# Backups\n\nRound {round}: backups restore the token w{round}.\n"),
         );
-        let report = fx.index(&notes, &settings);
+        let report = run(&fx, &inputs);
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert_eq!(report.counts.updated, 1);
         let stores: Vec<String> = files(&fx.index_dir(), "store")
@@ -179,11 +187,8 @@ fn a_later_run_writes_its_segments_page_file_and_removes_gone_ones() {
 
 #[test]
 fn a_page_file_that_cannot_be_written_is_a_problem_and_the_store_answers() {
-    let fx = Fixture::new();
+    let (fx, inputs) = built();
     let settings = Settings::default();
-    let inputs = inputs(&fx);
-    let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
-    fx.index(&inputs, &settings);
     let from_files = pages(&fx, &settings);
     let written = files(&fx.index_dir(), "pages");
     // A folder where the file's temporary name would be: its write fails.
@@ -191,7 +196,7 @@ fn a_page_file_that_cannot_be_written_is_a_problem_and_the_store_answers() {
     std::fs::remove_file(&written[0]).unwrap();
     std::fs::create_dir(&blocked).unwrap();
 
-    let report = fx.index(&inputs, &settings);
+    let report = run(&fx, &inputs);
     assert_eq!(report.counts.unchanged, 42);
     assert!(
         report
@@ -205,7 +210,7 @@ fn a_page_file_that_cannot_be_written_is_a_problem_and_the_store_answers() {
     assert_eq!(pages(&fx, &settings), from_files);
 
     std::fs::remove_dir(&blocked).unwrap();
-    let report = fx.index(&inputs, &settings);
+    let report = run(&fx, &inputs);
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert!(written[0].exists());
     assert_eq!(pages(&fx, &settings), from_files);
