@@ -3,7 +3,7 @@
 use finder_core::Settings;
 use finder_index::{index_inputs, Finder, IndexError};
 
-use crate::support::{ids, record, Fixture};
+use crate::support::{ids, lexical_files, record, Fixture};
 
 fn notes(fx: &Fixture) -> std::path::PathBuf {
     fx.write(
@@ -461,16 +461,7 @@ fn a_source_given_twice_in_one_run_is_held_once_the_later_winning() {
 
 /// Segments of the index's last commit, counted by their document stores.
 fn segments(index_dir: &std::path::Path) -> usize {
-    std::fs::read_dir(index_dir.join("lexical"))
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "store")
-        })
-        .count()
+    lexical_files(index_dir, "store").len()
 }
 
 /// A first build ends as one segment (the indexing threads' segments merged after its

@@ -5,18 +5,7 @@ use std::path::{Path, PathBuf};
 
 use finder_core::Settings;
 
-use crate::support::{record, Fixture};
-
-/// The files in the index's `lexical/` folder with `extension`.
-fn files(index_dir: &Path, extension: &str) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(index_dir.join("lexical"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == extension))
-        .collect();
-    out.sort();
-    out
-}
+use crate::support::{lexical_files as files, record, Fixture};
 
 fn contains(bytes: &[u8], needle: &[u8]) -> bool {
     bytes.windows(needle.len()).any(|w| w == needle)

@@ -41,6 +41,17 @@ impl Fixture {
     }
 }
 
+/// The files in the `lexical/` folder of the index in `index_dir` with `extension`, sorted.
+pub fn lexical_files(index_dir: &Path, extension: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(index_dir.join("lexical"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == extension))
+        .collect();
+    out.sort();
+    out
+}
+
 /// One JSON Lines record.
 pub fn record(id: &str, title: &str, text: &str) -> String {
     serde_json::json!({ "id": id, "title": title, "text": text }).to_string()
