@@ -20,7 +20,7 @@ use tantivy::{DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, Te
 use crate::analyzer::{terms, WORDS};
 use crate::error::{IndexError, Result};
 use crate::lexical::{query_terms, top_k_terms};
-use crate::pages::{PageFile, Stored};
+use crate::pages::{Body, PageFile, Stored};
 use crate::pread::PreadDirectory;
 use crate::record::{CommitInfo, RunCounts};
 use crate::schema::{register_analyzers, resolve, Fields};
@@ -752,7 +752,7 @@ impl<'a> QueryRun<'a> {
             path: self.finder.dir.clone(),
             reason: format!("fragment record: {e}"),
         })?;
-        Ok((doc.body, record))
+        Ok((Body::Store(doc.body), record))
     }
 
     /// The lexical list: BM25 over the stemmed words, plus the trigram channel's expansions.
@@ -792,11 +792,12 @@ impl<'a> QueryRun<'a> {
         }
         // Equal scores go by fragment key rather than by where tantivy stored the documents,
         // so a merge of segments never reorders a list (and PostgreSQL orders ties alike).
-        hits.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then(a.fragment.cmp(&b.fragment))
-        });
+        // The list comes best first: only each run of equal scores is put in that order.
+        for ties in hits.chunk_by_mut(|a, b| a.score.total_cmp(&b.score).is_eq()) {
+            if ties.len() > 1 {
+                ties.sort_unstable_by_key(|h| h.fragment);
+            }
+        }
         Ok(ChannelOutcome::Ran(finder_core::RankedList {
             channel: Channel::Lexical,
             hits,
@@ -1024,7 +1025,7 @@ impl Retriever for QueryRun<'_> {
 
     fn fragment_text(&self, fragment: FragmentKey) -> Result<Option<String>> {
         match self.lookup(fragment)? {
-            Some(seen) => Ok(Some(self.stored(seen.address)?.0.clone())),
+            Some(seen) => Ok(Some(self.stored(seen.address)?.0.to_string())),
             None => Ok(None),
         }
     }

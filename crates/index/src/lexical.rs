@@ -4,7 +4,6 @@
 //! field norms and collection statistics and computes the same formula with any constants, so
 //! at the defaults it ranks as tantivy does (tested) and otherwise follows the settings.
 
-use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use finder_core::{bm25_idf, bm25_length_norm, bm25_tf_score, Bm25Params};
@@ -54,26 +53,49 @@ pub fn field_stats(searcher: &Searcher, field: Field) -> tantivy::Result<FieldSt
     Ok(FieldStats { num_docs, avg_len })
 }
 
-#[derive(PartialEq)]
-struct Entry(f32, DocAddress);
+/// A candidate as one integer whose ascending order is best first: the score's bits (in
+/// `f32::total_cmp`'s order) inverted, then the segment, then the document, so on equal
+/// scores the later address is worse, as in tantivy's collector. Selecting and sorting plain
+/// integers is several times cheaper than comparing scores and addresses field by field.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Entry(u128);
 
-impl Eq for Entry {}
+impl Entry {
+    fn new(score: f32, address: DocAddress) -> Entry {
+        let rank = !ordered_bits(score);
+        Entry(
+            u128::from(rank) << 64
+                | u128::from(address.segment_ord) << 32
+                | u128::from(address.doc_id),
+        )
+    }
 
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
+    fn score(self) -> f32 {
+        from_ordered_bits(!((self.0 >> 64) as u32))
+    }
+
+    fn address(self) -> DocAddress {
+        DocAddress::new((self.0 >> 32) as u32, self.0 as u32)
     }
 }
 
-impl Ord for Entry {
-    /// "Greater" means worse, so ascending order is best first: lower scores are worse, and
-    /// on equal scores the later address is worse, as in tantivy's collector.
-    fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .0
-            .total_cmp(&self.0)
-            .then_with(|| self.1.cmp(&other.1))
+/// `x`'s bits, mapped so that unsigned order is `f32::total_cmp`'s order.
+fn ordered_bits(x: f32) -> u32 {
+    let bits = x.to_bits();
+    if bits >> 31 == 1 {
+        !bits
+    } else {
+        bits | 1 << 31
     }
+}
+
+/// The inverse of [`ordered_bits`].
+fn from_ordered_bits(bits: u32) -> f32 {
+    f32::from_bits(if bits >> 31 == 1 {
+        bits & !(1 << 31)
+    } else {
+        !bits
+    })
 }
 
 /// The length part of the BM25 denominator for each of the 256 lengths a field norm stores.
@@ -230,7 +252,7 @@ pub fn top_k_terms(
                 let score = std::mem::take(&mut acc[doc as usize]);
                 // Below the k-th best of a cut, a candidate cannot be among the k best.
                 if scored.is_ok() && score >= floor && !segment.is_deleted(doc) {
-                    best.push(Entry(score, DocAddress::new(seg_ord as u32, doc)));
+                    best.push(Entry::new(score, DocAddress::new(seg_ord as u32, doc)));
                     if best.len() == best.capacity() {
                         floor = keep_best(&mut best, k).unwrap_or(floor);
                     }
@@ -241,7 +263,7 @@ pub fn top_k_terms(
         }
         keep_best(&mut best, k);
         best.sort_unstable();
-        Ok(best.into_iter().map(|e| (e.1, e.0)).collect())
+        Ok(best.into_iter().map(|e| (e.address(), e.score())).collect())
     })
 }
 
@@ -278,7 +300,46 @@ fn keep_best(entries: &mut Vec<Entry>, k: usize) -> Option<f32> {
         return None;
     }
     let (_, worst, _) = entries.select_nth_unstable(k - 1);
-    let floor = worst.0;
+    let floor = worst.score();
     entries.truncate(k);
     Some(floor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::cmp::Ordering;
+
+    /// The order by its definition: higher scores first (`total_cmp`), then the earlier
+    /// address.
+    fn by_fields(a: (f32, DocAddress), b: (f32, DocAddress)) -> Ordering {
+        b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1))
+    }
+
+    fn score() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            Just(0.0f32),
+            Just(-0.0f32),
+            Just(f32::INFINITY),
+            Just(f32::MIN_POSITIVE),
+            any::<f32>(),
+            0.0f32..20.0,
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn entries_order_as_their_scores_and_addresses(
+            a in (score(), 0u32..4, any::<u32>()),
+            b in (score(), 0u32..4, any::<u32>()),
+        ) {
+            let a = (a.0, DocAddress::new(a.1, a.2));
+            let b = (b.0, DocAddress::new(b.1, b.2));
+            let (x, y) = (Entry::new(a.0, a.1), Entry::new(b.0, b.1));
+            prop_assert_eq!(x.cmp(&y), by_fields(a, b));
+            prop_assert_eq!(x.score().to_bits(), a.0.to_bits());
+            prop_assert_eq!(x.address(), a.1);
+        }
+    }
 }

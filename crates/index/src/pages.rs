@@ -42,7 +42,35 @@ const MAGIC: &[u8; 8] = b"FNDPAGE1";
 const HEADER_BYTES: usize = 16;
 
 /// A fragment's stored text and what a page shows of its record.
-pub(crate) type Stored = (String, PageRecord);
+pub(crate) type Stored = (Body, PageRecord);
+
+/// A fragment's text: its bytes in the page file, borrowed where the file is mapped (a
+/// record's read copies no body, most of a record's bytes), or the store's string.
+#[derive(Debug)]
+pub(crate) enum Body {
+    /// Checked to be UTF-8 when the record was read ([`decode`] builds no other).
+    Page(OwnedBytes),
+    Store(String),
+}
+
+impl std::ops::Deref for Body {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        match self {
+            // SAFETY: `decode` makes a `Body::Page` only of bytes `str::from_utf8` accepted,
+            // and `OwnedBytes` never changes its bytes.
+            Body::Page(bytes) => unsafe { std::str::from_utf8_unchecked(bytes.as_slice()) },
+            Body::Store(text) => text,
+        }
+    }
+}
+
+impl PartialEq for Body {
+    fn eq(&self, other: &Body) -> bool {
+        **self == **other
+    }
+}
 
 /// The page file of `segment`'s name.
 fn file_name(segment: &SegmentReader) -> String {
@@ -98,7 +126,7 @@ impl PageFile {
             .records
             .read_bytes_slice(start as usize..end as usize)
             .ok()?;
-        decode(&bytes)
+        decode(bytes)
     }
 }
 
@@ -151,9 +179,12 @@ fn encode(body: &str, record: &PageRecord, out: &mut Vec<u8>) {
 }
 
 /// Reads a record [`encode`] wrote; `None` when the bytes are not one.
-fn decode(bytes: &[u8]) -> Option<Stored> {
-    let mut r = Reader(bytes);
-    let body = r.string()?;
+fn decode(bytes: OwnedBytes) -> Option<Stored> {
+    let mut r = Reader(bytes.as_slice());
+    // The body, first in the record, stays in the record's bytes.
+    let n = r.u32()? as usize;
+    std::str::from_utf8(r.take(n)?).ok()?;
+    let body = Body::Page(bytes.slice(4..4 + n));
     let extent = Extent {
         byte_start: r.u64()?,
         byte_end: r.u64()?,
@@ -352,6 +383,10 @@ mod tests {
         }
     }
 
+    fn owned(bytes: &[u8]) -> OwnedBytes {
+        OwnedBytes::new(bytes.to_vec())
+    }
+
     fn same(a: &Stored, b: &Stored) -> bool {
         let (x, y) = (&a.1, &b.1);
         a.0 == b.0
@@ -368,11 +403,14 @@ mod tests {
     fn round_trip(body: &str, page: PageRecord) {
         let mut bytes = Vec::new();
         encode(body, &page, &mut bytes);
-        let back = decode(&bytes).expect("a record decodes");
-        assert!(same(&back, &(body.to_string(), page)), "{back:?}");
+        let back = decode(owned(&bytes)).expect("a record decodes");
+        assert!(
+            same(&back, &(Body::Store(body.to_string()), page)),
+            "{back:?}"
+        );
         // Every cut short is refused, never read as another record.
         for cut in 0..bytes.len() {
-            assert!(decode(&bytes[..cut]).is_none(), "cut at {cut}");
+            assert!(decode(owned(&bytes[..cut])).is_none(), "cut at {cut}");
         }
     }
 
@@ -404,9 +442,14 @@ mod tests {
         encode("x", &record(None), &mut bytes);
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(decode(&longer).is_none());
+        assert!(decode(owned(&longer)).is_none());
         let flag = bytes.len() - 1;
         bytes[flag] = 2;
-        assert!(decode(&bytes).is_none());
+        assert!(decode(owned(&bytes)).is_none());
+        // A body that is not UTF-8 is refused too: `Body` relies on it.
+        let mut bad = Vec::new();
+        encode("ab", &record(None), &mut bad);
+        bad[4] = 0xff;
+        assert!(decode(owned(&bad)).is_none());
     }
 }
