@@ -69,7 +69,7 @@ fn accumulate(lists: &[RankedList], share: impl Fn(usize, u32, f32) -> f64) -> V
                 fused.push(FusedFragment {
                     fragment: hit.fragment,
                     seed: 0.0,
-                    lists: Vec::new(),
+                    lists: Vec::with_capacity(lists.len()),
                     boost: 0.0,
                     via: None,
                 });

@@ -51,7 +51,7 @@ pub use refine::{
     DEFAULT_RECENCY_HALF_LIFE_DAYS, DEFAULT_REFINE_TIMEOUT_MS, DEFAULT_RERANK_HEAD,
     DEFAULT_SIMHASH_MAX_DISTANCE, DEFAULT_SIMHASH_SHINGLE, NODE_ID_KEY,
 };
-pub use rollup::{rollup, RollupPart, SourceScore};
+pub use rollup::{rollup, rollup_with_owners, RollupPart, SourceScore};
 pub use settings::{
     levenshtein, EmbedBackend, EmbedSettings, FinderSettings, Fusion, IndexSettings,
     LexicalSettings, Settings, StorageBackend, StorageSettings, TrigramMode, VectorSettings,

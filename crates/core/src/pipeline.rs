@@ -14,7 +14,7 @@ use crate::model::{
     StageTime,
 };
 use crate::refine::{base_depth, Extensions, Level, Refiner};
-use crate::rollup::rollup;
+use crate::rollup::rollup_with_owners;
 use crate::settings::Settings;
 use crate::FastMap;
 
@@ -418,21 +418,20 @@ pub fn search_with<R: Retriever>(
 
         let keys: Vec<FragmentKey> = fused.iter().map(|f| f.fragment).collect();
         let metas = store.fragment_meta(&keys)?;
-        let meta: FastMap<FragmentKey, FragmentMeta> = keys
+        let owners: Vec<Option<SourceKey>> = metas
             .iter()
-            .zip(metas)
-            .filter_map(|(k, m)| m.map(|m| (*k, m)))
+            .map(|m| m.as_ref().and_then(|m| m.source))
             .collect();
         let scored: Vec<(FragmentKey, f64)> =
             fused.iter().map(|f| (f.fragment, f.total())).collect();
-        let ranked = rollup(
-            &scored,
-            |f| meta.get(&f).and_then(|m| m.source),
-            &settings.finder.rollup_weights,
-        );
+        let ranked = rollup_with_owners(&scored, &owners, &settings.finder.rollup_weights);
         watch.lap("rollup");
-        let by_fragment: FastMap<FragmentKey, &crate::FusedFragment> =
-            fused.iter().map(|f| (f.fragment, f)).collect();
+        // Each fused fragment with its ordinal (0 where its metadata is gone), for the parts.
+        let by_fragment: FastMap<FragmentKey, (&crate::FusedFragment, u32)> = fused
+            .iter()
+            .zip(&metas)
+            .map(|(f, m)| (f.fragment, (f, m.as_ref().map_or(0, |m| m.ordinal))))
+            .collect();
         let explained = refiner.explained(store, request, settings, wanted);
         let parts: Vec<Vec<ExplainPart>> = ranked
             .iter()
@@ -442,9 +441,9 @@ pub fn search_with<R: Retriever>(
                     .parts
                     .iter()
                     .map(|p| {
-                        let fused = by_fragment[&p.fragment];
+                        let (fused, ordinal) = by_fragment[&p.fragment];
                         ExplainPart {
-                            fragment: meta.get(&p.fragment).map_or(0, |m| m.ordinal),
+                            fragment: ordinal,
                             weight: p.weight,
                             seed: fused.seed,
                             lists: fused.lists.clone(),

@@ -35,11 +35,23 @@ pub fn rollup(
     owner: impl Fn(FragmentKey) -> Option<SourceKey>,
     weights: &[f64],
 ) -> Vec<SourceScore> {
+    let owners: Vec<Option<SourceKey>> = fragments.iter().map(|&(f, _)| owner(f)).collect();
+    rollup_with_owners(fragments, &owners, weights)
+}
+
+/// [`rollup`] with each fragment's source given by position (`owners[i]` owns
+/// `fragments[i]`; a fragment past the end of `owners` has none), for callers that have
+/// them in a list already rather than behind a lookup.
+pub fn rollup_with_owners(
+    fragments: &[(FragmentKey, f64)],
+    owners: &[Option<SourceKey>],
+    weights: &[f64],
+) -> Vec<SourceScore> {
     let mut slots: crate::FastMap<SourceKey, usize> =
         crate::FastMap::with_capacity_and_hasher(fragments.len(), Default::default());
     let mut sources: Vec<SourceScore> = Vec::with_capacity(fragments.len());
-    for &(fragment, score) in fragments {
-        let Some(source) = owner(fragment) else {
+    for (&(fragment, score), &owner) in fragments.iter().zip(owners) {
+        let Some(source) = owner else {
             continue;
         };
         let slot = *slots.entry(source).or_insert_with(|| {

@@ -55,8 +55,8 @@ pub(crate) struct Entry {
 pub(crate) struct Level<'a> {
     pub ranked: &'a [SourceScore],
     /// Explain parts of the ranked sources, in the same order: of every one, or of the first
-    /// [`Refiner::explained`] when the rest cannot reach the page. Those past the end get an
-    /// entry without parts or fragments: it only holds its place in the long ranking.
+    /// [`Refiner::explained`] when the rest cannot reach the page. Those past the end get no
+    /// entry: they count as placed, and the long ranking ends before them.
     pub parts: Vec<Vec<ExplainPart>>,
     /// Channel lists that ran at this level (the comparable score's denominator).
     pub lists_ran: usize,
@@ -226,14 +226,14 @@ impl<'x> Refiner<'x> {
         let r = &settings.refine;
         let rrf_k = settings.finder.rrf_k;
         let needs_text = r.dedup || r.mmr || r.rerank != RerankBackend::None;
-        let mut entries = Vec::with_capacity(level.ranked.len());
         let restricts = self.restricts(settings);
         let lazy = self.lazy(store, request, settings);
-        let explained = level.parts.len();
-        let mut parts = level.parts.into_iter();
-        for (i, source) in level.ranked.iter().enumerate() {
-            // Past the explained sources (see `Level::parts`), an entry only holds a place.
-            let parts = parts.next().unwrap_or_default();
+        // Past the explained sources (see `Level::parts`) nothing reaches the page: an entry
+        // of a few hundred bytes built, moved and dropped for each of them is work for none.
+        let unexplained = level.ranked.len().saturating_sub(level.parts.len());
+        let explained = level.ranked.len() - unexplained;
+        let mut entries = Vec::with_capacity(explained);
+        for (source, parts) in level.ranked[..explained].iter().zip(level.parts) {
             // Lists derived after fusion (graph neighbours, communities) were not restricted
             // with the channels: scope and the prefilter hold for every source regardless.
             if restricts && !self.admits(store, source.source, settings)? {
@@ -278,11 +278,7 @@ impl<'x> Refiner<'x> {
                 relevance,
                 other_fragments: source.fragments.len().saturating_sub(parts.len()),
                 parts,
-                fragments: if i < explained {
-                    source.fragments.clone()
-                } else {
-                    Vec::new()
-                },
+                fragments: source.fragments.clone(),
                 refinements: Vec::new(),
                 text,
                 vector,
@@ -367,7 +363,7 @@ impl<'x> Refiner<'x> {
                 self.consumed.insert(v.id.clone());
             }
         }
-        self.placed += segment.len();
+        self.placed += segment.len() + unexplained;
 
         if !self.filter.is_empty() && !r.prefilter {
             let kept = apply_filter(&candidates(&segment), &self.filter);
