@@ -699,7 +699,10 @@ mod tests {
 
     #[test]
     fn pipeline_fuses_rolls_up_and_explains() {
-        let r = search(&memory(), &Query::text("q", 0, 10), &Settings::default()).unwrap();
+        // The arithmetic below is at `rrf_k` 60.
+        let mut settings = Settings::default();
+        settings.finder.rrf_k = 60;
+        let r = search(&memory(), &Query::text("q", 0, 10), &settings).unwrap();
         let ids: Vec<&str> = r.hits.iter().map(|h| h.id.as_str()).collect();
         // s20: 1/63 + 1/61 beats s10: 1/61 + 0.1 · 1/64; the entity fragment never ranks.
         assert_eq!(ids, vec!["s20", "s10", "s30"]);

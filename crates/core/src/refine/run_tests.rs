@@ -416,10 +416,11 @@ fn personalization_follows_the_query_gate() {
 fn relevance_is_comparable_and_min_score_cuts_on_it() {
     let mut store = ranked_store(5);
     store.lists.push((Channel::Vector, vec![0, 40]));
+    // The arithmetic below is at `rrf_k` 60.
     let r = search_with(
         &store,
         &Query::text("q", 0, 5),
-        &Settings::default(),
+        &settings(&["finder.rrf_k=60"]),
         &ext(),
     )
     .unwrap();
@@ -429,7 +430,7 @@ fn relevance_is_comparable_and_min_score_cuts_on_it() {
     // s1: rank 2 in one of two lists: (1/62) / (2/61).
     assert!((rel[2] - 61.0 / 124.0).abs() < 1e-12, "{rel:?}");
     assert!(rel.iter().all(|x| (0.0..=1.0).contains(x)));
-    let s = settings(&["refine.min_score=0.49"]);
+    let s = settings(&["finder.rrf_k=60", "refine.min_score=0.49"]);
     let r = search_with(&store, &Query::text("q", 0, 5), &s, &ext()).unwrap();
     assert_eq!(ids(&r), vec!["s0", "s4", "s1"]);
     assert_eq!(r.diagnostics.refine.below_min_score, 2);

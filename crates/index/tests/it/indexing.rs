@@ -95,7 +95,8 @@ fn hits_carry_envelope_summary_and_extents_on_the_right_lines() {
     // Explain: the lexical list placed this fragment first.
     let part = &hit.explain.parts[0];
     assert_eq!(part.lists[0].rank, 1);
-    assert!((part.seed - 1.0 / 61.0).abs() < 1e-12);
+    let rrf_k = f64::from(Settings::default().finder.rrf_k);
+    assert!((part.seed - 1.0 / (rrf_k + 1.0)).abs() < 1e-12);
     let channels: Vec<&str> = response
         .diagnostics
         .channels
