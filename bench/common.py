@@ -19,7 +19,9 @@ import time
 
 import numpy as np
 
-RRF_K = 60
+# RRF's constant for every peer's hybrid, matched to Finder's default
+# (crates/core/src/settings.rs: finder.rrf_k), as the HNSW settings below are.
+RRF_K = int(os.environ.get("FINDER_BENCH_RRF_K", "20"))
 FUSE_DEPTH = 100
 TOP = 10
 MODES = ("lexical", "dense", "hybrid")

@@ -8,7 +8,7 @@
   m 16, ef_construction 200 as the other HNSW peers), queried with nprobes 20 and ef 128
   (the plain scan would be exact but linear). Which one ran is in the notes.
 - hybrid: LanceDB's native hybrid query (`query_type="hybrid"`, both sub-queries limited to
-  100) with `RRFReranker(K=60)`, top 10 of the fused list.
+  100) with `RRFReranker(K=RRF_K)`, top 10 of the fused list.
 """
 import os
 import sys
@@ -98,7 +98,7 @@ def main():
             f"dense: no vector index below {INDEX_MIN} docs: exact flat scan, cosine distance"
         )
     res["notes"].append(
-        "hybrid: native hybrid query, both sub-queries limit 100, RRFReranker(K=60), top 10"
+        f"hybrid: native hybrid query, both sub-queries limit 100, RRFReranker(K={C.RRF_K}), top 10"
     )
 
     tbl = db.open_table("docs")

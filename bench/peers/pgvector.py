@@ -6,7 +6,7 @@
   peers are OR queries too), ranked by `ts_rank_cd` (cover density: NOT BM25; it has no IDF).
 - dense: pgvector HNSW (`vector_cosine_ops`) with the shared settings of common.py (m 16,
   ef_construction 200, ef_search 128: Finder's defaults; pgvector's own are 16/64/40), `ORDER BY embedding <=> q LIMIT k`.
-- hybrid: RRF (k=60) of the lexical top 100 and the dense top 100 in one SQL statement.
+- hybrid: RRF (k=RRF_K) of the lexical top 100 and the dense top 100 in one SQL statement.
 
 Peak RSS: the server is not a child of this process (pg_ctl daemonises it), so this runner
 samples the proportional set size (PSS, /proc/PID/smaps_rollup) of the server's processes
@@ -205,7 +205,7 @@ def run(a, ds, res, url):
         f"dense: pgvector HNSW vector_cosine_ops (m {C.HNSW_M}, ef_construction "
         f"{C.HNSW_EF_CONSTRUCTION}; pgvector's defaults are 16/64), ef_search {EF_SEARCH}"
     )
-    res["notes"].append("hybrid: RRF k=60 of lexical top-100 and dense top-100 in one SQL query")
+    res["notes"].append(f"hybrid: RRF k={C.RRF_K} of lexical top-100 and dense top-100 in one SQL query")
 
     con.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
     qtexts = [q for _, q in ds.queries]

@@ -11,7 +11,7 @@
   (Qdrant's in-index BM25 over a text field); `--lexical both` measures both and reports the
   text-index variant as the extra mode "lexical_textindex".
 - hybrid: one `QueryRequest` with two `Prefetch`es (lexical top 100, dense top 100) and
-  native `Fusion.Rrf(k=60)`.
+  native `Fusion.Rrf(k=RRF_K)`.
 """
 import os
 import re
@@ -125,7 +125,7 @@ def main():
             "lexical: payload text index (word tokenizer, English stop words, Snowball) with "
             "scoring=True, TextQuery BM25 (k 1.2, b 0.75)"
         )
-    res["notes"].append("hybrid: native prefetch (lexical 100, dense 100) + Fusion.Rrf(k=60)")
+    res["notes"].append(f"hybrid: native prefetch (lexical 100, dense 100) + Fusion.Rrf(k={C.RRF_K})")
 
     params = Q.SearchParams(hnsw_ef=EF)
     qv = ds.query_vectors

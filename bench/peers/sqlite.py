@@ -6,7 +6,7 @@ and sqlite-vec, one database file.
   its quoted word tokens (FTS5's own syntax would choke on natural text).
 - dense: sqlite-vec `vec0` table, float[dim] with distance_metric=cosine; KNN by
   `embedding MATCH ? AND k = ?` is an exact brute-force scan (vec0 has no ANN index).
-- hybrid: RRF (k=60) of the FTS5 top 100 and the vec0 top 100, in Python.
+- hybrid: RRF (k=RRF_K) of the FTS5 top 100 and the vec0 top 100, in Python.
 Bulk load in one transaction with journal_mode=OFF, synchronous=OFF.
 """
 import os
@@ -88,7 +88,7 @@ def main():
         "dense: sqlite-vec vec0 float32, distance_metric=cosine; exact brute-force KNN "
         "(no ANN index in vec0)"
     )
-    res["notes"].append("hybrid: RRF k=60 of FTS5 top-100 and vec0 top-100, in Python")
+    res["notes"].append(f"hybrid: RRF k={C.RRF_K} of FTS5 top-100 and vec0 top-100, in Python")
 
     con = connect()
     qtexts = [q for _, q in ds.queries]

@@ -1,7 +1,7 @@
 """tantivy (tantivy-py): BM25 over title+text with tantivy's built-in `en_stem` analyzer
 (lowercase, remove long tokens, English Snowball stemmer). tantivy has no vectors: dense is
 exact brute-force numpy dot over the float32 matrix (labelled "numpy-exact"), hybrid is RRF
-(k=60) of tantivy's top 100 and numpy's top 100."""
+(k=RRF_K) of tantivy's top 100 and numpy's top 100."""
 import os
 import sys
 
@@ -62,7 +62,7 @@ def main():
         f"RAM (numpy-exact, {os.environ['OPENBLAS_NUM_THREADS']} BLAS thread); index_bytes "
         "counts the tantivy folder + the matrix"
     )
-    res["notes"].append("hybrid: RRF k=60 of tantivy top-100 and numpy top-100, in Python")
+    res["notes"].append(f"hybrid: RRF k={C.RRF_K} of tantivy top-100 and numpy top-100, in Python")
 
     index.reload()
     searcher = index.searcher()
