@@ -12,6 +12,8 @@ use tantivy::postings::TermInfo;
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, Searcher, Term};
 
+use crate::order::{from_ordered_bits, ordered_bits};
+
 /// Counts each distinct term of an analyzed query; repeated query terms weigh more, as in a
 /// boolean query with one clause per occurrence.
 pub fn query_terms(field: Field, terms: &[String]) -> Vec<(Term, u32)> {
@@ -77,25 +79,6 @@ impl Entry {
     fn address(self) -> DocAddress {
         DocAddress::new((self.0 >> 32) as u32, self.0 as u32)
     }
-}
-
-/// `x`'s bits, mapped so that unsigned order is `f32::total_cmp`'s order.
-fn ordered_bits(x: f32) -> u32 {
-    let bits = x.to_bits();
-    if bits >> 31 == 1 {
-        !bits
-    } else {
-        bits | 1 << 31
-    }
-}
-
-/// The inverse of [`ordered_bits`].
-fn from_ordered_bits(bits: u32) -> f32 {
-    f32::from_bits(if bits >> 31 == 1 {
-        bits & !(1 << 31)
-    } else {
-        !bits
-    })
 }
 
 /// The length part of the BM25 denominator for each of the 256 lengths a field norm stores.

@@ -16,6 +16,7 @@ pub mod graph;
 mod ingest;
 mod keys;
 mod lexical;
+mod order;
 mod pages;
 mod pread;
 mod preview;

@@ -905,24 +905,12 @@ impl Scored {
     /// An integer that orders as [`Scored`] does: the similarity's bits made monotone (as
     /// `f32::total_cmp` orders them) above the row's complement (the lower row is better).
     fn key(sim: f32, row: u32) -> u64 {
-        let bits = sim.to_bits();
-        let ordered = if bits >> 31 == 1 {
-            !bits
-        } else {
-            bits | 1 << 31
-        };
-        (u64::from(ordered) << 32) | u64::from(!row)
+        (u64::from(crate::order::ordered_bits(sim)) << 32) | u64::from(!row)
     }
 
     fn from_key(key: u64) -> Scored {
-        let ordered = (key >> 32) as u32;
-        let bits = if ordered >> 31 == 1 {
-            ordered & !(1 << 31)
-        } else {
-            !ordered
-        };
         Scored {
-            sim: f32::from_bits(bits),
+            sim: crate::order::from_ordered_bits((key >> 32) as u32),
             row: !(key as u32),
         }
     }
