@@ -167,6 +167,9 @@ enum Command {
         config: Option<PathBuf>,
         #[arg(long)]
         json: bool,
+        /// Also write each run's rankings to DIR/<run>.trec (TREC run format, 100 deep).
+        #[arg(long, value_name = "DIR")]
+        trec: Option<PathBuf>,
     },
     /// Serve the HTTP API and the web search page (loopback by default).
     Serve {
@@ -314,6 +317,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             min,
             config,
             json,
+            trec,
         } => {
             let base = match &config {
                 Some(c) => load_settings(Path::new("."), Some(c))?,
@@ -334,6 +338,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 split,
                 runs: specs,
                 base,
+                trec,
             };
             let bar = spinner("evaluating");
             let report =

@@ -119,6 +119,15 @@ pub fn status(s: &Status) -> String {
         s.size_bytes as f64 / (1024.0 * 1024.0)
     );
     let _ = writeln!(out, "language:  {}", s.settings.language);
+    if s.analysis != finder_index::ANALYSIS {
+        let _ = writeln!(
+            out,
+            "analysis:  version {} (current {}): queried as written; the next `finder index` \
+             rebuilds it",
+            s.analysis,
+            finder_index::ANALYSIS
+        );
+    }
     for o in &s.origins {
         let _ = writeln!(out, "input:     {o}");
     }

@@ -1,6 +1,6 @@
 //! Runs a dataset's judged queries through the index, one or more named runs in one process.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
@@ -105,6 +105,10 @@ pub struct EvalOptions {
     pub runs: Vec<RunSpec>,
     /// Settings every run starts from (index-time settings shape the index).
     pub base: Settings,
+    /// When set, each run's rankings are written here as `<run>.trec` (TREC run format:
+    /// `query Q0 doc rank score run`, the 100-deep ranking the metrics read), for comparing
+    /// with other systems' runs or for significance tests.
+    pub trec: Option<PathBuf>,
 }
 
 /// Where eval indexes are cached: `$FINDER_CACHE_DIR`, else `$XDG_CACHE_HOME/finder`, else
@@ -189,7 +193,15 @@ pub fn evaluate(
             finder_embed::reranker(&settings.refine, semantic.clone().ok().flatten()),
             finder_embed::plugins(&settings.refine),
         );
-        let (per_query, latency, notes) = run_queries(&finder, &dataset, &settings)?;
+        let Answers {
+            per_query,
+            latency,
+            notes,
+            rankings,
+        } = run_queries(&finder, &dataset, &settings)?;
+        if let Some(dir) = &options.trec {
+            write_trec(dir, &spec.name, &rankings)?;
+        }
         let mut run = RunReport::new(
             Metrics::mean(&per_query),
             &latency,
@@ -225,11 +237,24 @@ fn semantic_layer(
     Ok(Ok(Some(embedder as Arc<dyn Embed>)))
 }
 
+/// One query's ranking: its id and the (document id, score) pairs, best first.
+type Ranking = (String, Vec<(String, f64)>);
+
+/// What one run's queries gave.
+struct Answers {
+    per_query: Vec<QueryMetrics>,
+    latency: LatencyRecorder,
+    /// Degraded channels, once each.
+    notes: Vec<String>,
+    rankings: Vec<Ranking>,
+}
+
 fn run_queries(
     finder: &Finder,
     dataset: &Dataset,
     settings: &Settings,
-) -> Result<(Vec<QueryMetrics>, LatencyRecorder, Vec<String>), EvalError> {
+) -> Result<Answers, EvalError> {
+    let mut rankings = Vec::with_capacity(dataset.queries.len());
     let mut per_query = Vec::with_capacity(dataset.queries.len());
     let mut latency = LatencyRecorder::new();
     let mut notes: Vec<String> = Vec::new();
@@ -240,17 +265,37 @@ fn run_queries(
         latency.record_diagnostics(&page.diagnostics);
         let response = finder.search(&query.text, settings, 0, DEPTH + 1)?;
         note_degraded(&response.diagnostics, &mut notes);
-        let ranked: Vec<String> = response
+        let scored: Vec<(String, f64)> = response
             .hits
             .into_iter()
-            .map(|h| h.id)
-            .filter(|id| *id != query.id)
+            .map(|h| (h.id, h.score))
+            .filter(|(id, _)| *id != query.id)
             .take(DEPTH)
             .collect();
+        let ranked: Vec<String> = scored.iter().map(|(id, _)| id.clone()).collect();
         let judged = &dataset.qrels[&query.id];
         per_query.push(QueryMetrics::compute(&ranked, judged));
+        rankings.push((query.id.clone(), scored));
     }
-    Ok((per_query, latency, notes))
+    Ok(Answers {
+        per_query,
+        latency,
+        notes,
+        rankings,
+    })
+}
+
+/// Writes `dir/<run>.trec`: one line `query Q0 doc rank score run` per ranked document.
+fn write_trec(dir: &Path, run: &str, rankings: &[Ranking]) -> Result<(), EvalError> {
+    std::fs::create_dir_all(dir).map_err(|e| EvalError::io(dir, e))?;
+    let path = dir.join(format!("{run}.trec"));
+    let mut out = String::new();
+    for (query, ranked) in rankings {
+        for (i, (doc, score)) in ranked.iter().enumerate() {
+            out.push_str(&format!("{query} Q0 {doc} {} {score:.6} {run}\n", i + 1));
+        }
+    }
+    std::fs::write(&path, out).map_err(|e| EvalError::io(&path, e))
 }
 
 /// The query-time sections of a run's settings, as JSON for the report.

@@ -36,15 +36,98 @@ fn language(name: &str) -> Option<Language> {
     })
 }
 
-/// Words split on non-alphanumerics, lowercased, accents folded, stop words dropped, stemmed.
-pub(crate) fn word_analyzer(lang: &str) -> TextAnalyzer {
+/// The version of the word analysis new indexes are written with. An index records its own
+/// ([`crate::record::CommitInfo::analysis`]) and queries analyse words as it was written, so an
+/// index made by an older version keeps matching until a run rebuilds it (which any indexing
+/// run into it does). 1: until 2026-12-02; 2: plural acronyms fold to their singular
+/// ([`acronym_singular`]).
+pub const ANALYSIS: u32 = 2;
+
+/// Words split on non-alphanumerics, plural acronyms made singular (from analysis 2),
+/// lowercased, accents folded, stop words dropped, stemmed.
+pub(crate) fn word_analyzer(lang: &str, analysis: u32) -> TextAnalyzer {
     let language = language(lang).unwrap_or(Language::English);
     TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(64))
+        .filter(AcronymPlurals { on: analysis >= 2 })
         .filter(LowerCaser)
         .filter(AsciiFoldingFilter)
         .filter(MemoStemmer::new(language))
         .build()
+}
+
+/// The singular of a plural acronym, as written: `RNAs`, `miRNAs`, `GPUs`, `T3Rs`, `PhDs`
+/// give `RNA`, `miRNA`, `GPU`, `T3R`, `PhD`; `None` for any other word. The shape: a final
+/// lowercase `s` after an uppercase letter or a digit, with at least two uppercase letters
+/// before it. Snowball's English stemmer leaves these plurals alone (its `s` rule needs a
+/// vowel earlier in the word, not just before the `s`: `rnas`, `dcs`, `snps` stay), so a
+/// plural acronym never met its singular; Porter's stemmer (SQLite's FTS5, Lucene's
+/// `porter`) folds them. Runs before lowercasing, which erases the shape.
+pub(crate) fn acronym_singular(word: &str) -> Option<&str> {
+    let base = word.strip_suffix('s')?;
+    let last = *base.as_bytes().last()?;
+    let uppercase = base.bytes().filter(u8::is_ascii_uppercase).count();
+    ((last.is_ascii_uppercase() || last.is_ascii_digit()) && uppercase >= 2).then_some(base)
+}
+
+/// Drops the `s` of plural acronyms ([`acronym_singular`]) when `on` (analysis 2 and later);
+/// other tokens pass unchanged.
+#[derive(Clone, Copy)]
+struct AcronymPlurals {
+    on: bool,
+}
+
+impl TokenFilter for AcronymPlurals {
+    type Tokenizer<T: Tokenizer> = AcronymPluralsFilter<T>;
+
+    fn transform<T: Tokenizer>(self, inner: T) -> AcronymPluralsFilter<T> {
+        AcronymPluralsFilter { on: self.on, inner }
+    }
+}
+
+#[derive(Clone)]
+struct AcronymPluralsFilter<T> {
+    on: bool,
+    inner: T,
+}
+
+impl<T: Tokenizer> Tokenizer for AcronymPluralsFilter<T> {
+    type TokenStream<'a> = AcronymPluralsStream<T::TokenStream<'a>>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
+        AcronymPluralsStream {
+            on: self.on,
+            tail: self.inner.token_stream(text),
+        }
+    }
+}
+
+struct AcronymPluralsStream<S> {
+    on: bool,
+    tail: S,
+}
+
+impl<S: TokenStream> TokenStream for AcronymPluralsStream<S> {
+    fn advance(&mut self) -> bool {
+        if !self.tail.advance() {
+            return false;
+        }
+        if self.on {
+            let text = &mut self.tail.token_mut().text;
+            if let Some(singular) = acronym_singular(text).map(str::len) {
+                text.truncate(singular);
+            }
+        }
+        true
+    }
+
+    fn token(&self) -> &Token {
+        self.tail.token()
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        self.tail.token_mut()
+    }
 }
 
 /// The Snowball algorithm tantivy's `Stemmer` runs for `language`.
@@ -288,8 +371,53 @@ mod tests {
     use proptest::strategy::Strategy;
 
     #[test]
+    fn plural_acronyms_have_their_singulars_shape() {
+        for (plural, singular) in [
+            ("RNAs", "RNA"),
+            ("miRNAs", "miRNA"),
+            ("GPUs", "GPU"),
+            ("T3Rs", "T3R"),
+            ("CD4s", "CD4"),
+            ("PhDs", "PhD"),
+            ("IDs", "ID"),
+            ("dLNs", "dLN"),
+        ] {
+            assert_eq!(acronym_singular(plural), Some(singular), "{plural}");
+        }
+        // Not a plural acronym: one capital, a lowercase or final capital S, no digits-only.
+        for word in [
+            "Cells",
+            "GENES",
+            "AIDS",
+            "Ms",
+            "As",
+            "1990s",
+            "iPads",
+            "McDonalds",
+            "s",
+            "",
+        ] {
+            assert_eq!(acronym_singular(word), None, "{word}");
+        }
+    }
+
+    #[test]
+    fn plural_acronyms_meet_their_singulars_from_analysis_2() {
+        let text = "RNAs and the RNA; GPUs beat a GPU; SNPs, SNP; GENES cells";
+        assert_eq!(
+            terms(&mut word_analyzer("english", 2), text),
+            vec!["rna", "rna", "gpu", "beat", "gpu", "snp", "snp", "gene", "cell"]
+        );
+        // Version 1, what older indexes hold: Snowball keeps these plurals.
+        assert_eq!(
+            terms(&mut word_analyzer("english", 1), text),
+            vec!["rnas", "rna", "gpus", "beat", "gpu", "snps", "snp", "gene", "cell"]
+        );
+    }
+
+    #[test]
     fn words_are_stemmed_and_stop_words_dropped() {
-        let mut a = word_analyzer("english");
+        let mut a = word_analyzer("english", ANALYSIS);
         assert_eq!(
             terms(&mut a, "The tokens EXPIRED, running!"),
             vec!["token", "expir", "run"]
@@ -302,6 +430,7 @@ mod tests {
         let language = language(lang).unwrap_or(Language::English);
         let builder = TextAnalyzer::builder(SimpleTokenizer::default())
             .filter(RemoveLongFilter::limit(64))
+            .filter(AcronymPlurals { on: true })
             .filter(LowerCaser)
             .filter(AsciiFoldingFilter)
             .dynamic();
@@ -324,7 +453,7 @@ mod tests {
                     généralement générale Häuser häuslich отличный отличные çalışmalar \
                     running runners ran nationalization";
         for lang in LANGUAGES {
-            let mut memo = word_analyzer(lang);
+            let mut memo = word_analyzer(lang, ANALYSIS);
             let mut plain = tantivy_word_analyzer(lang);
             // The same analyzer twice: the second pass is read from its memo.
             for _ in 0..2 {
@@ -339,7 +468,7 @@ mod tests {
         let words: Vec<String> = (0..MEMO_MAX_WORDS + 500)
             .map(|i| format!("w{i}ing"))
             .collect();
-        let mut memo = word_analyzer("english");
+        let mut memo = word_analyzer("english", ANALYSIS);
         let mut plain = tantivy_word_analyzer("english");
         let all = words.join(" ");
         assert_eq!(terms(&mut memo, &all), terms(&mut plain, &all));
@@ -368,7 +497,7 @@ mod tests {
             ),
         ) {
             // One analyzer over several texts, as a segment writer indexes documents.
-            let mut memo = word_analyzer(lang);
+            let mut memo = word_analyzer(lang, ANALYSIS);
             let mut plain = tantivy_word_analyzer(lang);
             for text in &texts {
                 proptest::prop_assert_eq!(terms(&mut memo, text), terms(&mut plain, text));

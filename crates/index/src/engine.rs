@@ -64,6 +64,9 @@ pub struct Status {
     pub committed_at: u64,
     /// Commits so far that changed what the index holds.
     pub generation: u64,
+    /// The word analysis the index was written with (`ANALYSIS`; older ones are read as
+    /// written and rebuilt by the next indexing run).
+    pub analysis: u32,
     /// The vector layer, when one has been built.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vectors: Option<VectorStatus>,
@@ -225,7 +228,7 @@ impl Finder {
         })?;
         let info =
             commit_info(&index, dir)?.ok_or_else(|| IndexError::NotFound(dir.to_path_buf()))?;
-        register_analyzers(&index, &info.settings.language);
+        register_analyzers(&index, &info.settings.language, info.analysis);
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -370,6 +373,7 @@ impl Finder {
             last_run: self.info.last_run,
             committed_at: self.info.committed_at,
             generation: self.info.generation,
+            analysis: self.info.analysis,
             vectors: self.vector_status(),
             graph: self
                 .dir

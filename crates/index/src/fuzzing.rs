@@ -282,7 +282,7 @@ pub fn query(finder: Option<&Finder>, input: &str) {
 fn analyzers(text: &str) {
     let _ = crate::looks_like_identifier(text);
     for language in ["english", "german"] {
-        let mut words = crate::analyzer::word_analyzer(language);
+        let mut words = crate::analyzer::word_analyzer(language, crate::analyzer::ANALYSIS);
         for term in crate::analyzer::terms(&mut words, text) {
             assert!(!term.is_empty() && term.len() <= 64 * 4, "term {term:?}");
         }

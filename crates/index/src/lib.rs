@@ -26,7 +26,7 @@ mod schema;
 mod vector;
 mod writer;
 
-pub use analyzer::looks_like_identifier;
+pub use analyzer::{looks_like_identifier, ANALYSIS};
 pub use document::{vector_home, FragmentDoc, Problem, SourceDoc};
 pub use engine::{
     like_request, load_settings, query_settings, Finder, GraphStatus, Status, CONFIG_FILE,
@@ -96,9 +96,15 @@ pub mod testing {
     pub use crate::lexical::{field_stats, query_terms, top_k};
     pub use crate::vector::ann::{Hnsw, HnswParams};
 
-    /// The word analyzer for `language`, as the index uses it.
+    /// The word analyzer for `language`, as new indexes use it.
     pub fn word_analyzer(language: &str) -> tantivy::tokenizer::TextAnalyzer {
-        crate::analyzer::word_analyzer(language)
+        crate::analyzer::word_analyzer(language, crate::analyzer::ANALYSIS)
+    }
+
+    /// The word analyzer for `language` as analysis version `analysis` made it (an index
+    /// written by an older version is queried with its own).
+    pub fn word_analyzer_at(language: &str, analysis: u32) -> tantivy::tokenizer::TextAnalyzer {
+        crate::analyzer::word_analyzer(language, analysis)
     }
 
     /// The whole-word analyzer, as the index uses it.

@@ -66,6 +66,10 @@ pub struct RunCounts {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CommitInfo {
     pub format: u32,
+    /// The word analysis the index was written with ([`crate::analyzer::ANALYSIS`]); 1 for
+    /// an index written before it was recorded.
+    #[serde(default = "first_analysis")]
+    pub analysis: u32,
     pub settings: IndexSettings,
     pub sources: u64,
     pub fragments: u64,
@@ -85,6 +89,10 @@ pub struct CommitInfo {
 }
 
 pub(crate) const FORMAT: u32 = 1;
+
+fn first_analysis() -> u32 {
+    1
+}
 
 #[cfg(test)]
 mod tests {

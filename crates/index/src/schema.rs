@@ -73,8 +73,11 @@ pub(crate) fn resolve(schema: &Schema) -> Option<Fields> {
     })
 }
 
-/// Registers the analyzers the schema names; must run before writing or querying.
-pub(crate) fn register_analyzers(index: &Index, language: &str) {
-    index.tokenizers().register(WORDS, word_analyzer(language));
+/// Registers the analyzers the schema names, as analysis version `analysis` made its words
+/// ([`crate::analyzer::ANALYSIS`]); must run before writing or querying.
+pub(crate) fn register_analyzers(index: &Index, language: &str, analysis: u32) {
+    index
+        .tokenizers()
+        .register(WORDS, word_analyzer(language, analysis));
     index.tokenizers().register(RAW, raw_analyzer());
 }

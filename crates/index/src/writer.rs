@@ -17,6 +17,7 @@ use tantivy::schema::document::{DeserializeError, DocumentDeserialize, DocumentD
 use tantivy::schema::{IndexRecordOption, OwnedValue, Value};
 use tantivy::{doc, Index, IndexSettings, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
+use crate::analyzer::ANALYSIS;
 use crate::document::{Problem, SourceDoc};
 use crate::error::{IndexError, Result};
 use crate::keys::{fragment_key, source_key};
@@ -67,7 +68,9 @@ pub fn index_inputs(
     let (index, fields) = open_or_create(dir, settings)?;
     let info = commit_info(&index, dir)?;
     let err = |e| store_error(dir, e);
-    let rebuild = info.as_ref().is_some_and(|i| i.settings != settings.index);
+    let rebuild = info
+        .as_ref()
+        .is_some_and(|i| i.settings != settings.index || i.analysis != ANALYSIS);
     // Every document of this run's commit is new (see `merge_segments`).
     let from_empty = info.is_none() || rebuild;
 
@@ -93,7 +96,7 @@ pub fn index_inputs(
             return Err(IndexError::Input(Problem {
                 place: dir.display().to_string(),
                 reason: format!(
-                    "index-time settings changed, so the whole index is rebuilt; pass every input it holds (missing: {})",
+                    "index-time settings or the word analysis changed, so the whole index is rebuilt; pass every input it holds (missing: {})",
                     missing.iter().map(|s| s.to_string()).collect::<Vec<String>>().join(", ")
                 ),
                 source_id: None,
@@ -265,6 +268,7 @@ pub fn index_inputs(
     all_origins.extend(origins);
     let new_info = CommitInfo {
         format: FORMAT,
+        analysis: ANALYSIS,
         settings: settings.index.clone(),
         sources: report.sources,
         fragments: report.fragments,
@@ -490,7 +494,8 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
         path: path.clone(),
         reason: "schema lacks Finder's fields".into(),
     })?;
-    register_analyzers(&index, &settings.index.language);
+    // A run writes with the current analysis: into an index of an older one it rebuilds.
+    register_analyzers(&index, &settings.index.language, ANALYSIS);
     Ok((index, fields))
 }
 

@@ -89,7 +89,7 @@ impl PgFinder {
             graph,
             config: config.clone(),
             conns,
-            analyzers: Analyzers::new(&settings.index.language),
+            analyzers: Analyzers::new(&settings.index.language, records[0].analysis),
             records,
             settings,
             semantic: Semantic::Detached,

@@ -114,6 +114,14 @@ pub struct RunRecord {
     /// Sources with a date in this shard (`None`: written before this was counted).
     #[serde(default)]
     pub dated: Option<u64>,
+    /// The word analysis the terms were made with (`finder_index::ANALYSIS`); 1 for rows
+    /// written before it was recorded.
+    #[serde(default = "first_analysis")]
+    pub analysis: u32,
+}
+
+fn first_analysis() -> u32 {
+    1
 }
 
 /// Creates the tables when missing (idempotent; the first writer of a database runs it).

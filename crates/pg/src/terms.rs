@@ -20,9 +20,10 @@ pub(crate) struct Analyzers {
 }
 
 impl Analyzers {
-    pub fn new(language: &str) -> Analyzers {
+    /// The analyzers of `language` as analysis version `analysis` made the terms.
+    pub fn new(language: &str, analysis: u32) -> Analyzers {
         Analyzers {
-            words: finder_index::testing::word_analyzer(language),
+            words: finder_index::testing::word_analyzer_at(language, analysis),
             raw: finder_index::testing::raw_analyzer(),
         }
     }
@@ -105,7 +106,7 @@ mod tests {
 
     #[test]
     fn terms_are_counted_in_first_seen_order() {
-        let mut a = Analyzers::new("english");
+        let mut a = Analyzers::new("english", finder_index::ANALYSIS);
         let t = field_terms(&mut a.words, "Tokens expire; the token EXPIRED");
         assert_eq!(t.len, 4);
         assert_eq!(
@@ -116,7 +117,7 @@ mod tests {
 
     #[test]
     fn long_fields_take_the_quantised_norm() {
-        let mut a = Analyzers::new("english");
+        let mut a = Analyzers::new("english", finder_index::ANALYSIS);
         let text = "word ".repeat(1000);
         let t = field_terms(&mut a.words, &text);
         assert_eq!(t.len, 1000);

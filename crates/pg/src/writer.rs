@@ -109,10 +109,12 @@ pub fn index_inputs_with(
         })?;
         origins.push(canonical.display().to_string());
     }
-    let rebuild = previous
-        .iter()
-        .flatten()
-        .any(|r| r.settings != settings.index || r.dim != dim || r.model != model);
+    let rebuild = previous.iter().flatten().any(|r| {
+        r.settings != settings.index
+            || r.dim != dim
+            || r.model != model
+            || r.analysis != finder_index::ANALYSIS
+    });
     let known: BTreeSet<String> = previous
         .iter()
         .flatten()
@@ -124,7 +126,7 @@ pub fn index_inputs_with(
             return Err(PgError::Input(Problem {
                 place: "postgres".into(),
                 reason: format!(
-                    "index-time settings changed, so the whole index is rebuilt; pass every input it holds (missing: {})",
+                    "index-time settings or the word analysis changed, so the whole index is rebuilt; pass every input it holds (missing: {})",
                     missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
                 ),
                 source_id: None,
@@ -153,7 +155,7 @@ pub fn index_inputs_with(
         }
     }
 
-    let mut analyzers = Analyzers::new(&settings.index.language);
+    let mut analyzers = Analyzers::new(&settings.index.language, finder_index::ANALYSIS);
     let mut report = PgRunReport {
         rebuilt: rebuild,
         ..PgRunReport::default()
@@ -358,6 +360,7 @@ pub fn index_inputs_with(
             generation,
             model: model.clone(),
             dated: Some(dated as u64),
+            analysis: finder_index::ANALYSIS,
         };
         schema::write_meta(tx, i, n, &record)?;
     }

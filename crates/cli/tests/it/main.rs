@@ -158,6 +158,7 @@ fn eval_reports_metrics_per_run_as_json() {
     let tmp = tempfile::tempdir().unwrap();
     let dataset = beir(tmp.path());
     let index = tmp.path().join("idx");
+    let trec = tmp.path().join("runs");
     let out = ok(&[
         "eval",
         dataset.to_str().unwrap(),
@@ -168,6 +169,8 @@ fn eval_reports_metrics_per_run_as_json() {
         "--run",
         "flat:lexical.b=0",
         "--json",
+        "--trec",
+        trec.to_str().unwrap(),
     ]);
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["dataset"], "tiny");
@@ -180,6 +183,24 @@ fn eval_reports_metrics_per_run_as_json() {
         assert!(r["stages_ms"]["lexical"]["p95"].is_number());
     }
     assert_eq!(report["runs"]["flat"]["settings"]["lexical"]["b"], 0.0);
+    // Each run's rankings in TREC run format: `query Q0 doc rank score run`, best first.
+    for run in ["lexical", "flat"] {
+        let lines = std::fs::read_to_string(trec.join(format!("{run}.trec"))).unwrap();
+        let first: Vec<Vec<&str>> = lines
+            .lines()
+            .map(|l| l.split(' ').collect())
+            .filter(|f: &Vec<&str>| f[3] == "1")
+            .collect();
+        assert_eq!(first.len(), 2, "{lines}");
+        for (fields, (query, doc)) in first.iter().zip([("q1", "d1"), ("q2", "d2")]) {
+            assert_eq!(
+                (fields[0], fields[1], fields[2], fields[5]),
+                (query, "Q0", doc, run),
+                "{lines}"
+            );
+            assert!(fields[4].parse::<f64>().unwrap() > 0.0);
+        }
+    }
     // A threshold that cannot be met fails the command and says which run missed.
     let out = finder(&[
         "eval",

@@ -498,3 +498,50 @@ fn a_first_build_is_one_segment() {
     assert_eq!(found.len(), 2);
     assert!(found.contains(&"late".to_string()) && found.contains(&"r1234".to_string()));
 }
+
+/// An index records the word analysis it was written with: queries analyse words as the index
+/// did, and the next indexing run into an index of an older analysis rebuilds it.
+#[test]
+fn an_index_of_an_older_word_analysis_is_read_as_written_then_rebuilt() {
+    let fx = Fixture::new();
+    let input = fx.write(
+        "records.jsonl",
+        &[
+            record("seq", "Sequencing", "We sequenced the RNAs of each sample."),
+            record("gpu", "Hardware", "Training ran on one GPU."),
+        ]
+        .join("\n"),
+    );
+    let s = Settings::default();
+    fx.index(&[&input], &s);
+    let finder = fx.open();
+    assert_eq!(finder.status().unwrap().analysis, finder_index::ANALYSIS);
+    assert_eq!(ids(&finder, "RNA", &s), vec!["seq"]);
+    assert_eq!(ids(&finder, "GPUs", &s), vec!["gpu"]);
+    drop(finder);
+
+    // Relabel the commit as one written before the analysis was recorded (version 1).
+    let lexical = tantivy::Index::open_in_dir(fx.index_dir().join("lexical")).unwrap();
+    let mut info: serde_json::Value =
+        serde_json::from_str(&lexical.load_metas().unwrap().payload.unwrap()).unwrap();
+    info.as_object_mut().unwrap().remove("analysis");
+    let mut writer: tantivy::IndexWriter = lexical.writer(15_000_000).unwrap();
+    let mut commit = writer.prepare_commit().unwrap();
+    commit.set_payload(&info.to_string());
+    commit.commit().unwrap();
+    drop(writer);
+
+    // Queried as version 1 made words: `GPUs` stays `gpus`, which the index (written by the
+    // current analysis) does not hold.
+    let finder = fx.open();
+    assert_eq!(finder.status().unwrap().analysis, 1);
+    assert!(ids(&finder, "GPUs", &s).is_empty());
+    assert_eq!(ids(&finder, "GPU", &s), vec!["gpu"]);
+    drop(finder);
+
+    let run = fx.index(&[&input], &s);
+    assert!(run.rebuilt, "an older analysis rebuilds the index");
+    let finder = fx.open();
+    assert_eq!(finder.status().unwrap().analysis, finder_index::ANALYSIS);
+    assert_eq!(ids(&finder, "GPUs", &s), vec!["gpu"]);
+}
