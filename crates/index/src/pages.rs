@@ -30,6 +30,7 @@ use finder_core::{Envelope, Extent};
 use tantivy::directory::{FileSlice, OwnedBytes};
 use tantivy::{Directory, HasLen, SegmentReader};
 
+use crate::pread::PreadDirectory;
 use crate::record::{PageRecord, PageSource};
 use crate::schema::Fields;
 use crate::writer::{StoredHead, LEXICAL_DIR};
@@ -130,6 +131,106 @@ impl PageFile {
     }
 }
 
+/// Bytes of records a walk over a whole file reads at once (one read).
+const WALK_CHUNK_BYTES: u64 = 4 << 20;
+
+impl PageFile {
+    /// Calls `f` with every document id of the file and its body, in id order, reading the
+    /// records `chunk_bytes` at a time (at least one record a read); `None` for a record
+    /// whose body cannot be read or does not decode (the caller reads it from the store).
+    fn for_each_body(
+        &self,
+        chunk_bytes: u64,
+        f: &mut dyn FnMut(u32, Option<Body>) -> Result<()>,
+    ) -> Result<()> {
+        let docs = (self.offsets.len() / 8).saturating_sub(1) as u32;
+        let offset = |doc: u32| u64_at(&self.offsets, 8 * doc as usize);
+        let mut doc = 0;
+        while doc < docs {
+            // At least one record, then as many as the chunk holds.
+            let (from, mut end) = (offset(doc), doc + 1);
+            while end < docs && offset(end + 1).saturating_sub(from) <= chunk_bytes {
+                end += 1;
+            }
+            let to = offset(end);
+            let chunk = (from <= to && to <= self.records.len() as u64)
+                .then(|| {
+                    self.records
+                        .read_bytes_slice(from as usize..to as usize)
+                        .ok()
+                })
+                .flatten();
+            for d in doc..end {
+                let (start, stop) = (offset(d), offset(d + 1));
+                let body = chunk.as_ref().and_then(|chunk| {
+                    let range = start.checked_sub(from)? as usize..stop.checked_sub(from)? as usize;
+                    (range.start <= range.end && range.end <= chunk.len())
+                        .then(|| decode_body(chunk.slice(range)))
+                        .flatten()
+                });
+                f(d, body)?;
+            }
+            doc = end;
+        }
+        Ok(())
+    }
+}
+
+/// Calls `f` with the fragment key and body of every live fragment of the last commit in
+/// `dir`, segment by segment in document order: from the segment's page file, read a chunk
+/// at a time with positioned reads (its bodies borrowed from the chunk, no store block
+/// decoded), or from its store where the segment has no file or a record does not decode.
+/// The relation graph's passes over the texts read this.
+pub(crate) fn for_each_body(
+    dir: &Path,
+    fields: Fields,
+    f: &mut dyn FnMut(u64, Body) -> Result<()>,
+) -> Result<()> {
+    walk_bodies(dir, fields, WALK_CHUNK_BYTES, f)
+}
+
+fn walk_bodies(
+    dir: &Path,
+    fields: Fields,
+    chunk_bytes: u64,
+    f: &mut dyn FnMut(u64, Body) -> Result<()>,
+) -> Result<()> {
+    let err = |e| store_error(dir, e);
+    let Some(searcher) = crate::writer::searcher_for_walks(dir)? else {
+        return Ok(());
+    };
+    let directory = PreadDirectory::open(&dir.join(LEXICAL_DIR)).map_err(err)?;
+    for segment in searcher.segment_readers() {
+        let alive = segment.alive_bitset();
+        let store = segment
+            .get_store_reader(0)
+            .map_err(|e| store_error(dir, e.into()))?;
+        crate::writer::name_head_fields(fields);
+        let file = PageFile::open(&directory, segment);
+        let keys = segment.fast_fields().u64("fragment_key").ok();
+        let (Some(file), Some(keys)) = (file, keys) else {
+            for head in store.iter::<StoredHead>(alive) {
+                let head = head.map_err(err)?;
+                f(head.fragment_key, Body::Store(head.body))?;
+            }
+            continue;
+        };
+        file.for_each_body(chunk_bytes, &mut |doc, body| {
+            if alive.is_some_and(|a| a.is_deleted(doc)) {
+                return Ok(());
+            }
+            match (keys.first(doc), body) {
+                (Some(key), Some(body)) => f(key, body),
+                _ => {
+                    let head: StoredHead = store.get(doc).map_err(err)?;
+                    f(head.fragment_key, Body::Store(head.body))
+                }
+            }
+        })?;
+    }
+    Ok(())
+}
+
 fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"))
 }
@@ -179,6 +280,14 @@ fn encode(body: &str, record: &PageRecord, out: &mut Vec<u8>) {
 }
 
 /// Reads a record [`encode`] wrote; `None` when the bytes are not one.
+/// The body alone of a record ([`decode`] reads the rest).
+fn decode_body(bytes: OwnedBytes) -> Option<Body> {
+    let mut r = Reader(bytes.as_slice());
+    let n = r.u32()? as usize;
+    std::str::from_utf8(r.take(n)?).ok()?;
+    Some(Body::Page(bytes.slice(4..4 + n)))
+}
+
 fn decode(bytes: OwnedBytes) -> Option<Stored> {
     let mut r = Reader(bytes.as_slice());
     // The body, first in the record, stays in the record's bytes.
@@ -451,5 +560,75 @@ mod tests {
         encode("ab", &record(None), &mut bad);
         bad[4] = 0xff;
         assert!(decode(owned(&bad)).is_none());
+    }
+
+    /// Every live fragment's (key, body), sorted, as a walk over the page files gives them
+    /// (`chunk_bytes` a read) and as the store gives them.
+    fn bodies(dir: &Path, chunk_bytes: Option<u64>) -> Vec<(u64, String)> {
+        let fields = crate::schema::build_schema().1;
+        let mut out = Vec::new();
+        match chunk_bytes {
+            Some(chunk) => walk_bodies(dir, fields, chunk, &mut |key, body| {
+                out.push((key, body.to_string()));
+                Ok(())
+            }),
+            None => crate::writer::for_each_head(dir, fields, &mut |head| {
+                out.push((head.fragment_key, head.body));
+                Ok(())
+            }),
+        }
+        .unwrap();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_walk_over_the_page_files_gives_the_stores_live_bodies() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, input) = (tmp.path().join("index"), tmp.path().join("r.jsonl"));
+        let settings = finder_core::Settings::default();
+        let write = |edited: &str| {
+            let lines: Vec<String> = (0..60)
+                .map(|i| {
+                    let text = if i == 7 { edited.to_string() } else { format!("body {i} ünï ") };
+                    serde_json::json!({"id": format!("r{i}"), "title": "T", "text": text.repeat(1 + i % 5)})
+                        .to_string()
+                })
+                .collect();
+            std::fs::write(&input, lines.join("\n")).unwrap();
+            crate::index_inputs(&dir, std::slice::from_ref(&input), &settings, &mut |_| {})
+                .unwrap();
+        };
+        write("first");
+        // The edit deletes r7's document from the first segment and writes a second one.
+        write("second");
+        let store = bodies(&dir, None);
+        assert_eq!(store.len(), 60);
+        assert!(store.iter().any(|(_, b)| b.starts_with("second")));
+        assert!(!store.iter().any(|(_, b)| b.starts_with("first")));
+        let files: Vec<PathBuf> = std::fs::read_dir(dir.join(LEXICAL_DIR))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == EXTENSION))
+            .collect();
+        assert_eq!(files.len(), 2, "{files:?}");
+        // A record a read, a few, the whole file.
+        for chunk in [0, 100, WALK_CHUNK_BYTES] {
+            assert_eq!(bodies(&dir, Some(chunk)), store, "chunks of {chunk} bytes");
+        }
+        // Damaged records (each body's length made too long) are read from the store.
+        let bytes = std::fs::read(&files[0]).unwrap();
+        let docs = u32_at(&bytes, 8) as usize;
+        let records = HEADER_BYTES + 8 * (docs + 1);
+        let mut damaged = bytes.clone();
+        for doc in (0..docs).step_by(3) {
+            let offset = u64_at(&bytes, HEADER_BYTES + 8 * doc) as usize;
+            damaged[records + offset..records + offset + 4].copy_from_slice(&[0xff; 4]);
+        }
+        std::fs::write(&files[0], &damaged).unwrap();
+        assert_eq!(bodies(&dir, Some(100)), store);
+        // A missing file: that segment is read from its store.
+        std::fs::remove_file(&files[0]).unwrap();
+        assert_eq!(bodies(&dir, Some(WALK_CHUNK_BYTES)), store);
     }
 }

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{links, tags, LinkResolver, LinkStyle, MentionConfig, MentionMatcher};
 use crate::error::{IndexError, Result};
+use crate::pages::Body;
 use crate::record::FragmentRecord;
 use crate::schema::Fields;
 use crate::writer::{commit_info, for_each_head, open_or_create};
@@ -408,8 +409,8 @@ impl Texts for InMemory {
     }
 }
 
-/// The texts read from the embedded index's store, in its order, each fragment under its
-/// node.
+/// The texts read from the embedded index's page files (or its store, where a segment has
+/// none: [`crate::pages::for_each_body`]), in its order, each fragment under its node.
 struct Stored<'a> {
     dir: &'a Path,
     fields: Fields,
@@ -418,15 +419,15 @@ struct Stored<'a> {
 
 impl Texts for Stored<'_> {
     fn shares(&self, f: &mut dyn FnMut(&Share<'_>)) -> Result<()> {
-        let mut owned: Vec<(u32, String)> = Vec::with_capacity(TEXT_SHARE);
-        let mut flush = |owned: &mut Vec<(u32, String)>| {
-            let share: Vec<(u32, &str)> = owned.iter().map(|(n, t)| (*n, t.as_str())).collect();
+        let mut owned: Vec<(u32, Body)> = Vec::with_capacity(TEXT_SHARE);
+        let mut flush = |owned: &mut Vec<(u32, Body)>| {
+            let share: Vec<(u32, &str)> = owned.iter().map(|(n, t)| (*n, &**t)).collect();
             f(&share);
             owned.clear();
         };
-        for_each_head(self.dir, self.fields, &mut |doc| {
-            if let Some(&node) = self.nodes.get(&doc.fragment_key) {
-                owned.push((node, doc.body));
+        crate::pages::for_each_body(self.dir, self.fields, &mut |key, body| {
+            if let Some(&node) = self.nodes.get(&key) {
+                owned.push((node, body));
                 if owned.len() == TEXT_SHARE {
                     flush(&mut owned);
                 }
@@ -506,19 +507,25 @@ fn extract(
     // Links and tags of each fragment node, boxed: most fragments have none.
     let mut marks: Vec<Option<Box<Marks>>> = Vec::new();
     marks.resize_with(fragments.len(), || None);
+    // Each share is scanned on every core, as the mention passes below are.
     texts.shares(&mut |share| {
-        for &(node, body) in share {
-            let m = Marks {
-                links: links(body, style)
-                    .into_iter()
-                    .map(|l| l.target)
-                    .filter(|t| !t.trim().is_empty())
-                    .collect(),
-                tags: tags(body).into_iter().map(|t| t.name).collect(),
-            };
-            if !m.links.is_empty() || !m.tags.is_empty() {
-                marks[node as usize] = Some(Box::new(m));
-            }
+        let found = super::mentions::on_every_core(share, |part| {
+            part.iter()
+                .filter_map(|&(node, body)| {
+                    let m = Marks {
+                        links: links(body, style)
+                            .into_iter()
+                            .map(|l| l.target)
+                            .filter(|t| !t.trim().is_empty())
+                            .collect(),
+                        tags: tags(body).into_iter().map(|t| t.name).collect(),
+                    };
+                    (!m.links.is_empty() || !m.tags.is_empty()).then(|| (node, Box::new(m)))
+                })
+                .collect::<Vec<_>>()
+        });
+        for (node, m) in found.into_iter().flatten() {
+            marks[node as usize] = Some(m);
         }
     })?;
     let resolver = LinkResolver::new(sources.iter().map(|s| s.id.as_str()));

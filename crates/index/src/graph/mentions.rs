@@ -200,7 +200,7 @@ impl DfCounts {
 
 /// `f` over contiguous shares of `items`, one per core ([`crate::cores`]), results in the items'
 /// order; one share, on this thread, when there are few items or one core.
-fn on_every_core<T: Sync, R: Send>(items: &[T], f: impl Fn(&[T]) -> R + Sync) -> Vec<R> {
+pub(crate) fn on_every_core<T: Sync, R: Send>(items: &[T], f: impl Fn(&[T]) -> R + Sync) -> Vec<R> {
     const MIN_SHARE: usize = 1024;
     let threads = crate::cores().min(items.len() / MIN_SHARE).max(1);
     if threads == 1 {
