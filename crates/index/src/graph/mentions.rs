@@ -1024,11 +1024,10 @@ mod tests {
         assert!(m.find("").is_empty());
         assert!(m.find(" ,,, ").is_empty());
         assert_eq!(m.dropped()[0].reason, DropReason::Empty);
-        // A megabyte alias is not a name, and would take the automaton hours to build.
+        // A megabyte alias is not a name, and would take the automaton hours to build: it is
+        // dropped before the build (no clock is read: the test would not finish otherwise).
         let long = "a ".repeat(500_000);
-        let started = std::time::Instant::now();
         let m = MentionMatcher::build([(1u32, [long.as_str(), "Fine Name"])], &config()).unwrap();
-        assert!(started.elapsed().as_secs() < 5);
         assert_eq!(
             m.dropped()[0].reason,
             DropReason::TooLong {

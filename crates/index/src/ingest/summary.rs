@@ -341,17 +341,18 @@ mod tests {
 
     #[test]
     fn a_line_of_unclosed_brackets_is_read_in_one_pass() {
-        // Each bracket used to search the rest of the line: quadratic, hours for megabytes.
+        // Each bracket used to search the rest of the line: quadratic, hours for lines this
+        // long, so a return of that reading would not let this test finish (no clock is read:
+        // speed is the benchmarks' to measure).
         for line in [
             "[".repeat(400_000),
             "[[".repeat(200_000) + "]",
             "[a]".repeat(100_000) + "(",
             "![".repeat(200_000),
         ] {
-            let started = std::time::Instant::now();
             let out = strip_inline(&line);
             assert!(!out.is_empty());
-            assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+            assert_eq!(out, strip_inline_by_char(&line));
         }
         // The same reading as before: a label runs to the first `]`.
         assert_eq!(strip_inline("[a [b](c) [[d|e]] ![x](y) ![[z]]"), "a [b d");
