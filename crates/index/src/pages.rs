@@ -49,7 +49,8 @@ pub(crate) type Stored = (Body, PageRecord);
 /// record's read copies no body, most of a record's bytes), or the store's string.
 #[derive(Debug)]
 pub(crate) enum Body {
-    /// Checked to be UTF-8 when the record was read ([`decode`] builds no other).
+    /// Checked to be UTF-8 when the record was read ([`decode`] and [`decode_body`] build no
+    /// other).
     Page(OwnedBytes),
     Store(String),
 }
@@ -59,8 +60,8 @@ impl std::ops::Deref for Body {
 
     fn deref(&self) -> &str {
         match self {
-            // SAFETY: `decode` makes a `Body::Page` only of bytes `str::from_utf8` accepted,
-            // and `OwnedBytes` never changes its bytes.
+            // SAFETY: `decode` and `decode_body` make a `Body::Page` only of bytes
+            // `str::from_utf8` accepted, and `OwnedBytes` never changes its bytes.
             Body::Page(bytes) => unsafe { std::str::from_utf8_unchecked(bytes.as_slice()) },
             Body::Store(text) => text,
         }
@@ -279,8 +280,8 @@ fn encode(body: &str, record: &PageRecord, out: &mut Vec<u8>) {
     string(out, &source.summary);
 }
 
-/// Reads a record [`encode`] wrote; `None` when the bytes are not one.
-/// The body alone of a record ([`decode`] reads the rest).
+/// The body alone of a record [`encode`] wrote (what [`decode`] reads first); `None` when
+/// its length or its UTF-8 is wrong.
 fn decode_body(bytes: OwnedBytes) -> Option<Body> {
     let mut r = Reader(bytes.as_slice());
     let n = r.u32()? as usize;
@@ -288,6 +289,7 @@ fn decode_body(bytes: OwnedBytes) -> Option<Body> {
     Some(Body::Page(bytes.slice(4..4 + n)))
 }
 
+/// Reads a record [`encode`] wrote; `None` when the bytes are not one.
 fn decode(bytes: OwnedBytes) -> Option<Stored> {
     let mut r = Reader(bytes.as_slice());
     // The body, first in the record, stays in the record's bytes.
