@@ -124,10 +124,15 @@ pub fn cache_dir() -> PathBuf {
     home.join(".cache").join("finder")
 }
 
-/// The cache folder for a corpus and index-time settings.
+/// The cache folder for a corpus, index-time settings and word analysis (an index cached by
+/// an older analysis is left alone, not rebuilt in place).
 fn cached_index(dataset: &Dataset, settings: &Settings) -> Result<PathBuf, EvalError> {
     let fingerprint = corpus_fingerprint(&dataset.dir)?;
-    let index_settings = toml::to_string(&settings.index).unwrap_or_default();
+    let index_settings = format!(
+        "{}analysis = {}\n",
+        toml::to_string(&settings.index).unwrap_or_default(),
+        finder_index::ANALYSIS
+    );
     let settings_hash = blake3::hash(index_settings.as_bytes()).to_hex();
     Ok(cache_dir().join("eval").join(format!(
         "{}-{fingerprint}-{}",
