@@ -368,3 +368,48 @@ fn vectors_embedded_at_ingest_match_the_embedded_engine() {
             .unwrap();
     assert!(again.rebuilt);
 }
+
+/// The shards record the word analysis their terms were made with: queries analyse words as
+/// the rows were written, and the next run into rows of an older analysis rebuilds them.
+#[test]
+fn rows_of_an_older_word_analysis_are_read_as_written_then_rebuilt() {
+    let Some(server) = support::server("analysis version") else {
+        return;
+    };
+    let db = server.database("analysis");
+    let tmp = tempfile::tempdir().unwrap();
+    let records = tmp.path().join("records.jsonl");
+    std::fs::write(
+        &records,
+        [
+            r#"{"id": "seq", "title": "Sequencing", "text": "We sequenced the RNAs of each sample."}"#,
+            r#"{"id": "gpu", "title": "Hardware", "text": "Training ran on one GPU."}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let mut settings = support::settings();
+    settings.embed.backend = finder_core::EmbedBackend::None;
+    let config = PgConfig::single(&db.url);
+    let inputs = std::slice::from_ref(&records);
+    finder_pg::index_inputs(&config, inputs, &settings).unwrap();
+    let search = |q: &str| {
+        let pg = PgFinder::open(&config, settings.clone()).unwrap();
+        ids(&pg.search(q, &settings, 0, 10).unwrap())
+    };
+    assert_eq!(search("RNA"), vec!["seq"]);
+    assert_eq!(search("GPUs"), vec!["gpu"]);
+
+    // Relabel the rows as written before the analysis was recorded (version 1).
+    let mut client = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+    client
+        .batch_execute("UPDATE finder_meta SET record = record - 'analysis'")
+        .unwrap();
+    // `GPUs` is analysed as version 1 made it (`gpus`), which the rows do not hold.
+    assert!(search("GPUs").is_empty());
+    assert_eq!(search("GPU"), vec!["gpu"]);
+
+    let again = finder_pg::index_inputs(&config, inputs, &settings).unwrap();
+    assert!(again.rebuilt, "an older analysis rebuilds the rows");
+    assert_eq!(search("GPUs"), vec!["gpu"]);
+}
