@@ -100,6 +100,10 @@ fn index_search_status_round_trip() {
         serde_json::from_str(&ok(&["status", "--index", index, "--json"])).unwrap();
     assert_eq!(status["sources"], 3);
     assert_eq!(status["last_run"]["unchanged"], 3);
+    assert_eq!(status["analysis"], finder_index::ANALYSIS);
+    // The human form names the analysis only when the index's is older than the binary's.
+    let human = ok(&["status", "--index", index]);
+    assert!(human.contains("sources:   3") && !human.contains("analysis:"), "{human}");
 }
 
 #[test]
