@@ -103,7 +103,10 @@ fn index_search_status_round_trip() {
     assert_eq!(status["analysis"], finder_index::ANALYSIS);
     // The human form names the analysis only when the index's is older than the binary's.
     let human = ok(&["status", "--index", index]);
-    assert!(human.contains("sources:   3") && !human.contains("analysis:"), "{human}");
+    assert!(
+        human.contains("sources:   3") && !human.contains("analysis:"),
+        "{human}"
+    );
 }
 
 #[test]
