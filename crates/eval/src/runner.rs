@@ -203,7 +203,7 @@ pub fn evaluate(
             latency,
             notes,
             rankings,
-        } = run_queries(&finder, &dataset, &settings)?;
+        } = run_queries(&finder, &dataset, &settings, options.trec.is_some())?;
         if let Some(dir) = &options.trec {
             write_trec(dir, &spec.name, &rankings)?;
         }
@@ -242,8 +242,8 @@ fn semantic_layer(
     Ok(Ok(Some(embedder as Arc<dyn Embed>)))
 }
 
-/// One query's ranking: its id and the (document id, score) pairs, best first.
-type Ranking = (String, Vec<(String, f64)>);
+/// One query's ranking: its id, the document ids best first, and their scores.
+type Ranking = (String, Vec<String>, Vec<f64>);
 
 /// What one run's queries gave.
 struct Answers {
@@ -251,6 +251,7 @@ struct Answers {
     latency: LatencyRecorder,
     /// Degraded channels, once each.
     notes: Vec<String>,
+    /// Empty unless asked for (`--trec`).
     rankings: Vec<Ranking>,
 }
 
@@ -258,8 +259,9 @@ fn run_queries(
     finder: &Finder,
     dataset: &Dataset,
     settings: &Settings,
+    keep_rankings: bool,
 ) -> Result<Answers, EvalError> {
-    let mut rankings = Vec::with_capacity(dataset.queries.len());
+    let mut rankings = Vec::new();
     let mut per_query = Vec::with_capacity(dataset.queries.len());
     let mut latency = LatencyRecorder::new();
     let mut notes: Vec<String> = Vec::new();
@@ -270,17 +272,18 @@ fn run_queries(
         latency.record_diagnostics(&page.diagnostics);
         let response = finder.search(&query.text, settings, 0, DEPTH + 1)?;
         note_degraded(&response.diagnostics, &mut notes);
-        let scored: Vec<(String, f64)> = response
+        let (ranked, scores): (Vec<String>, Vec<f64>) = response
             .hits
             .into_iter()
             .map(|h| (h.id, h.score))
             .filter(|(id, _)| *id != query.id)
             .take(DEPTH)
-            .collect();
-        let ranked: Vec<String> = scored.iter().map(|(id, _)| id.clone()).collect();
+            .unzip();
         let judged = &dataset.qrels[&query.id];
         per_query.push(QueryMetrics::compute(&ranked, judged));
-        rankings.push((query.id.clone(), scored));
+        if keep_rankings {
+            rankings.push((query.id.clone(), ranked, scores));
+        }
     }
     Ok(Answers {
         per_query,
@@ -295,8 +298,8 @@ fn write_trec(dir: &Path, run: &str, rankings: &[Ranking]) -> Result<(), EvalErr
     std::fs::create_dir_all(dir).map_err(|e| EvalError::io(dir, e))?;
     let path = dir.join(format!("{run}.trec"));
     let mut out = String::new();
-    for (query, ranked) in rankings {
-        for (i, (doc, score)) in ranked.iter().enumerate() {
+    for (query, ranked, scores) in rankings {
+        for (i, (doc, score)) in ranked.iter().zip(scores).enumerate() {
             out.push_str(&format!("{query} Q0 {doc} {} {score:.6} {run}\n", i + 1));
         }
     }
