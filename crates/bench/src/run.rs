@@ -178,26 +178,32 @@ pub fn run(options: &RunOptions) -> Result<Value> {
             eprintln!("finder: lexical index {index_lexical_s:.1} s ({fragments} fragments)");
         }
 
-        // Vectors: the precomputed backend reads them back from the fragments and builds the HNSW.
+        // Vectors: the precomputed backend reads them back from the fragments and builds the
+        // HNSW — unless no mode of this run reads them (`--modes lexical`: an indexing
+        // profile need not wait for the graph of a million vectors).
         let started = Instant::now();
-        let mut ticker = Ticker::new(options.progress);
-        let vectors = build_vectors(&index_dir, &settings, &embedder, &mut |p| match p {
-            VectorProgress::Embedding { done, total } => {
-                ticker.tick(|| format!("finder: vectors {done}/{total}"))
+        if specs.iter().all(|s| !reads_vectors(&s.overrides)) {
+            notes.push("vectors not built: no mode of this run reads them".into());
+        } else {
+            let mut ticker = Ticker::new(options.progress);
+            let vectors = build_vectors(&index_dir, &settings, &embedder, &mut |p| match p {
+                VectorProgress::Embedding { done, total } => {
+                    ticker.tick(|| format!("finder: vectors {done}/{total}"))
+                }
+                VectorProgress::Graph { done, total } => {
+                    ticker.tick(|| format!("finder: HNSW graph {done}/{total}"))
+                }
+            })
+            .with_context(|| format!("building vectors in {}", index_dir.display()))?;
+            ticker.done();
+            if vectors.total != fragments {
+                notes.push(format!(
+                    "{} vectors for {fragments} fragments",
+                    vectors.total
+                ));
             }
-            VectorProgress::Graph { done, total } => {
-                ticker.tick(|| format!("finder: HNSW graph {done}/{total}"))
-            }
-        })
-        .with_context(|| format!("building vectors in {}", index_dir.display()))?;
-        let index_vector_s = started.elapsed().as_secs_f64();
-        ticker.done();
-        if vectors.total != fragments {
-            notes.push(format!(
-                "{} vectors for {fragments} fragments",
-                vectors.total
-            ));
         }
+        let index_vector_s = started.elapsed().as_secs_f64();
         let index_bytes = dir_size(&index_dir)?;
         if options.progress {
             eprintln!(
@@ -257,6 +263,14 @@ pub fn run(options: &RunOptions) -> Result<Value> {
         "stages": stages,
         "notes": notes,
     }))
+}
+
+/// Whether a mode with these overrides queries the vector index: every mode does but one
+/// that turns the vector channel off (the `lexical` preset).
+fn reads_vectors(overrides: &[String]) -> bool {
+    !overrides
+        .iter()
+        .any(|o| o.replace(' ', "") == "vector.enabled=false")
 }
 
 /// What indexing measured (absent when `--reuse` queried an earlier index).

@@ -219,6 +219,36 @@ fn run_scores_finder_on_a_generated_dataset() {
 }
 
 #[test]
+fn a_lexical_run_builds_no_vectors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    generate(&small(200, 10, 5), &data).unwrap();
+    let index = tmp.path().join("index");
+    let result = run(&RunOptions {
+        data,
+        index: Some(index.clone()),
+        keep: false,
+        reuse: false,
+        modes: "lexical".into(),
+        queries_limit: None,
+        progress: false,
+        set: Vec::new(),
+    })
+    .unwrap();
+    assert_eq!(result["fragments"], 200);
+    let notes = result["notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("vectors not built")),
+        "{notes:?}"
+    );
+    assert!(!index.join("vectors").join("ann.bin").exists());
+    let recall = result["modes"]["lexical"]["recall10"].as_f64().unwrap();
+    assert!(recall > 0.5, "lexical still ranks: {recall}");
+}
+
+#[test]
 fn run_refuses_an_unknown_mode_before_indexing() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
