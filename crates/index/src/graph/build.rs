@@ -7,11 +7,11 @@
 //! The whole graph is rebuilt after each indexing run (titles anywhere can change what any
 //! fragment mentions) and published atomically: `graph.bin` is written beside and renamed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use finder_core::{GraphSettings, LinkOrder, RelationKind, Settings};
+use finder_core::{FastMap, FastSet, GraphSettings, LinkOrder, RelationKind, Settings};
 use serde::{Deserialize, Serialize};
 
 use super::{links, tags, LinkResolver, LinkStyle, MentionConfig, MentionMatcher};
@@ -329,7 +329,7 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
     // each source's place in `sources`: a map of the sources themselves would hold each
     // source's 200 bytes in twice as many slots
-    let mut by_id: HashMap<String, usize> = HashMap::new();
+    let mut by_id: FastMap<String, usize> = FastMap::default();
     let mut sources: Vec<GraphSource> = Vec::new();
     for_each_head(dir, fields, &mut |doc| {
         let id = doc.source_id;
@@ -414,7 +414,7 @@ impl Texts for InMemory {
 struct Stored<'a> {
     dir: &'a Path,
     fields: Fields,
-    nodes: HashMap<u64, u32>,
+    nodes: FastMap<u64, u32>,
 }
 
 impl Texts for Stored<'_> {
@@ -452,7 +452,7 @@ struct Marks {
 /// Entities by their stable name, numbered after the fragments as they appear.
 struct Entities {
     base: u32,
-    by_id: HashMap<String, u32>,
+    by_id: FastMap<String, u32>,
     nodes: Vec<EntityNode>,
 }
 
@@ -491,7 +491,7 @@ fn extract(
     }
     let mut entities = Entities {
         base: fragments.len() as u32,
-        by_id: HashMap::new(),
+        by_id: FastMap::default(),
         nodes: Vec::new(),
     };
     let mut edges: Vec<(u32, u32, u8)> = Vec::new();
@@ -531,9 +531,9 @@ fn extract(
     let resolver = LinkResolver::new(sources.iter().map(|s| s.id.as_str()));
     let mut names: Vec<(u32, Vec<String>)> = Vec::new();
     // Title entity → its source, so a paragraph never mentions its own title.
-    let mut title_owner: HashMap<u32, usize> = HashMap::new();
+    let mut title_owner: FastMap<u32, usize> = FastMap::default();
 
-    let by_id: HashMap<&str, usize> = sources
+    let by_id: FastMap<&str, usize> = sources
         .iter()
         .enumerate()
         .map(|(i, s)| (s.id.as_str(), i))
@@ -541,8 +541,7 @@ fn extract(
     let mut entity_sources: Vec<u32> = Vec::new();
     let mut labels: Vec<(u32, String)> = Vec::new();
     let mut link_occurrences = 0usize;
-    let mut source_links: std::collections::HashSet<(usize, usize)> =
-        std::collections::HashSet::new();
+    let mut source_links: FastSet<(usize, usize)> = FastSet::default();
     let mut node = 0u32;
     let mut titles = Vec::with_capacity(sources.len());
     for (si, s) in sources.iter().enumerate() {
@@ -632,8 +631,7 @@ fn extract(
 
     let mut dropped_aliases = Vec::new();
     // A name inside a link is that link, not a second relation.
-    let linked: std::collections::HashSet<(u32, u32)> =
-        edges.iter().map(|&(a, b, _)| (a, b)).collect();
+    let linked: FastSet<(u32, u32)> = edges.iter().map(|&(a, b, _)| (a, b)).collect();
     if g.mentions && !names.is_empty() {
         let config = MentionConfig {
             min_chars: g.min_alias_chars,
@@ -683,7 +681,7 @@ fn extract(
             for d in matcher.dropped() {
                 dropped_aliases.push(format!("{}: {}", d.alias, d.reason));
             }
-            let kept: std::collections::HashSet<u32> = (0..matcher.aliases().len())
+            let kept: FastSet<u32> = (0..matcher.aliases().len())
                 .flat_map(|i| matcher.alias_owners(i).iter().map(|(e, _)| *e))
                 .collect();
             names = names

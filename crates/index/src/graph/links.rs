@@ -2,8 +2,9 @@
 //! links to local files, found outside code; the key a target resolves by; and the
 //! resolver from targets to notes.
 
-use std::collections::HashMap;
 use std::ops::Range;
+
+use finder_core::FastMap;
 
 use super::code::{code_ranges, contains, covering, overlaps};
 
@@ -108,9 +109,9 @@ pub fn normalize_target(target: &str) -> String {
 /// key, the first one given wins.
 #[derive(Debug, Clone, Default)]
 pub struct LinkResolver {
-    keys: HashMap<String, usize>,
+    keys: FastMap<String, usize>,
     /// Last path segment of each key → the notes with it.
-    names: HashMap<String, Vec<usize>>,
+    names: FastMap<String, Vec<usize>>,
     /// Per note: its key, and its key without a `.markdown` / `.txt` extension.
     notes: Vec<(String, Option<String>)>,
 }
