@@ -182,7 +182,11 @@ pub fn run(options: &RunOptions) -> Result<Value> {
         // HNSW — unless no mode of this run reads them (`--modes lexical`: an indexing
         // profile need not wait for the graph of a million vectors).
         let started = Instant::now();
-        if specs.iter().all(|s| !reads_vectors(&s.overrides)) {
+        let mut read = false;
+        for spec in &specs {
+            read |= reads_vectors(&settings, &spec.overrides)?;
+        }
+        if !read {
             notes.push("vectors not built: no mode of this run reads them".into());
         } else {
             let mut ticker = Ticker::new(options.progress);
@@ -265,12 +269,15 @@ pub fn run(options: &RunOptions) -> Result<Value> {
     }))
 }
 
-/// Whether a mode with these overrides queries the vector index: every mode does but one
-/// that turns the vector channel off (the `lexical` preset).
-fn reads_vectors(overrides: &[String]) -> bool {
-    !overrides
-        .iter()
-        .any(|o| o.replace(' ', "") == "vector.enabled=false")
+/// Whether a mode with these overrides on top of the run's `settings` queries the vector
+/// index: every mode does but one that turns the vector channel off (the `lexical` preset,
+/// or `--set vector.enabled=false`).
+fn reads_vectors(settings: &Settings, overrides: &[String]) -> Result<bool> {
+    let mut settings = settings.clone();
+    for o in overrides {
+        settings.set(o).map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(settings.vector.enabled)
 }
 
 /// What indexing measured (absent when `--reuse` queried an earlier index).
