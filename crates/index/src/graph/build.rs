@@ -14,7 +14,7 @@ use std::time::Instant;
 use finder_core::{FastMap, FastSet, GraphSettings, LinkOrder, RelationKind, Settings};
 use serde::{Deserialize, Serialize};
 
-use super::{links, tags, LinkResolver, LinkStyle, MentionConfig, MentionMatcher};
+use super::{links, tags, Hit, LinkResolver, LinkStyle, MentionConfig, MentionMatcher};
 use crate::error::{IndexError, Result};
 use crate::pages::Body;
 use crate::record::FragmentRecord;
@@ -642,31 +642,31 @@ fn extract(
             .iter()
             .enumerate()
             .map(|(i, (_, aliases))| (i as u32, aliases.iter().map(String::as_str)));
-        // `build_with_corpus`, over the texts a share at a time
+        // `build_with_corpus`, over the texts a share at a time, each share scanned on every
+        // core once: what the scan finds is kept per fragment node, and the mentions are
+        // chosen from it once the frequency cap is known.
+        let mut hits: Vec<Vec<Hit>> = Vec::new();
         let matcher = match MentionMatcher::build(indexed, &config) {
             Ok(m) => {
+                hits.resize_with(fragments.len(), Vec::new);
                 let mut counts = m.new_counts();
                 texts.shares(&mut |share| {
                     let bodies: Vec<&str> = share.iter().map(|(_, b)| *b).collect();
-                    counts.merge(&m.count_all(&bodies));
+                    let (share_counts, share_hits) = m.count_and_hit_all(&bodies);
+                    counts.merge(&share_counts);
+                    for (&(node, _), found) in share.iter().zip(share_hits) {
+                        hits[node as usize] = found;
+                    }
                 })?;
-                m.apply_df_cap(&counts)
+                m.apply_df_cap_renumbered(&counts)
             }
             Err(e) => Err(e),
         };
-        if let Ok(matcher) = matcher {
-            // Each share is scanned on every core; the edges follow in fragment-node order.
-            let mut found = Vec::new();
-            found.resize_with(fragments.len(), Vec::new);
-            texts.shares(&mut |share| {
-                let bodies: Vec<&str> = share.iter().map(|(_, b)| *b).collect();
-                for (&(node, _), mentions) in share.iter().zip(matcher.mentions_all(&bodies)) {
-                    found[node as usize] = mentions;
-                }
-            })?;
-            for (frag, mentions) in found.into_iter().enumerate() {
+        if let Ok((matcher, renumbered)) = matcher {
+            // The edges follow in fragment-node order.
+            for (frag, found) in hits.into_iter().enumerate() {
                 let this = frag as u32;
-                for m in mentions {
+                for m in matcher.mentions_of_hits(&found, &renumbered) {
                     // A title entity is its paragraph: the mention links the paragraphs
                     // directly (one hop), the entity stays the query's way in.
                     let named = names[m.entity as usize].0;

@@ -165,6 +165,22 @@ pub struct EntityCount {
     pub count: u32,
 }
 
+/// One whole-word alias occurrence, as the counting pass records it
+/// ([`MentionMatcher::count_and_hit_all`]): its span in the text's folded words and the alias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hit {
+    /// Bytes of the padded folded text, the padding spaces on both sides included.
+    start: u32,
+    end: u32,
+    /// The alias, as an index into the aliases of the matcher that found it.
+    alias: u32,
+}
+
+/// Where each alias of a matcher went when the frequency cap was applied
+/// ([`MentionMatcher::apply_df_cap_renumbered`]): its index among the kept aliases, or none.
+#[derive(Debug, Clone)]
+pub struct Renumbered(Vec<u32>);
+
 /// Fragment counts per alias of one matcher, from [`MentionMatcher::count_fragment`];
 /// counts made on several threads add up with [`DfCounts::merge`].
 #[derive(Debug, Clone, Default)]
@@ -450,6 +466,30 @@ impl MentionMatcher {
         total
     }
 
+    /// [`MentionMatcher::count_all`] that also keeps what it found in each text, in order:
+    /// once the cap is applied, [`MentionMatcher::mentions_of_hits`] makes each text's
+    /// mentions from them without folding and scanning the texts a second time.
+    pub fn count_and_hit_all(&self, texts: &[&str]) -> (DfCounts, Vec<Vec<Hit>>) {
+        let mut total = self.new_counts();
+        let mut hits = Vec::with_capacity(texts.len());
+        for (counts, part) in on_every_core(texts, |share| {
+            let mut counts = self.new_counts();
+            let part: Vec<Vec<Hit>> = share
+                .iter()
+                .map(|text| {
+                    let mut found = Vec::new();
+                    self.count_words(&mut counts, &Words::of(text), |hit| found.push(hit));
+                    found
+                })
+                .collect();
+            (counts, part)
+        }) {
+            total.merge(&counts);
+            hits.extend(part);
+        }
+        (total, hits)
+    }
+
     /// [`MentionMatcher::mentions`] of every text, in order, on every core.
     pub fn mentions_all(&self, texts: &[&str]) -> Vec<Vec<EntityCount>> {
         on_every_core(texts, |share| {
@@ -472,10 +512,23 @@ impl MentionMatcher {
     /// Counts one fragment: every alias found in it as whole words (overlapping ones
     /// included) counts once.
     pub fn count_fragment(&self, counts: &mut DfCounts, text: &str) {
+        self.count_words(counts, &Words::of(text), |_| {});
+    }
+
+    /// [`MentionMatcher::count_fragment`] over folded words, calling `keep` with every
+    /// occurrence found.
+    fn count_words(&self, counts: &mut DfCounts, words: &Words, mut keep: impl FnMut(Hit)) {
         counts.fragments += 1;
-        let words = Words::of(text);
         counts.seen.clear();
-        self.scan(&words, |alias, _| counts.seen.push(alias));
+        self.scan(words, |alias, span| {
+            counts.seen.push(alias);
+            // A text of 4 GiB is never one fragment (tantivy's documents are far smaller).
+            keep(Hit {
+                start: span.start as u32,
+                end: span.end as u32,
+                alias: alias as u32,
+            });
+        });
         counts.seen.sort_unstable();
         counts.seen.dedup();
         if counts.per_alias.len() < self.aliases.len() {
@@ -489,6 +542,16 @@ impl MentionMatcher {
     /// A matcher without the aliases found in more than `max_df` of the counted fragments
     /// (and more than `df_floor`), which are added to [`MentionMatcher::dropped`].
     pub fn apply_df_cap(self, counts: &DfCounts) -> Result<Self, MentionBuildError> {
+        self.apply_df_cap_renumbered(counts)
+            .map(|(matcher, _)| matcher)
+    }
+
+    /// [`MentionMatcher::apply_df_cap`], also saying where each alias went, for
+    /// [`MentionMatcher::mentions_of_hits`].
+    pub fn apply_df_cap_renumbered(
+        self,
+        counts: &DfCounts,
+    ) -> Result<(Self, Renumbered), MentionBuildError> {
         let MentionMatcher {
             config,
             aliases,
@@ -501,6 +564,7 @@ impl MentionMatcher {
         let of = counts.fragments;
         let cap = config.max_df * of as f64;
         let mut kept = Vec::with_capacity(aliases.len());
+        let mut renumbered = Vec::with_capacity(aliases.len());
         for (index, alias) in aliases.into_iter().enumerate() {
             let found = counts.of_alias(index);
             if found > config.df_floor && config.max_df < 1.0 && found as f64 > cap {
@@ -516,17 +580,20 @@ impl MentionMatcher {
                         },
                     });
                 }
+                renumbered.push(NO_ALIAS);
             } else {
+                renumbered.push(kept.len() as u32);
                 kept.push(alias);
             }
         }
         let table = WordTable::new(&kept, mask);
-        Ok(MentionMatcher {
+        let matcher = MentionMatcher {
             config,
             aliases: kept,
             table,
             dropped,
-        })
+        };
+        Ok((matcher, Renumbered(renumbered)))
     }
 
     /// Every mention in `text`, in text order: the leftmost-longest whole-word alias
@@ -537,16 +604,8 @@ impl MentionMatcher {
         self.scan(&words, |alias, span| {
             found.push((span.start, span.end, alias))
         });
-        // Leftmost first, then longest; ties cannot happen, as folded aliases are distinct.
-        found.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         let mut out = Vec::new();
-        let mut taken_to = 0;
-        for (start, end, alias) in found {
-            if start < taken_to {
-                continue;
-            }
-            // The padding spaces are shared by neighbouring matches.
-            taken_to = end - 1;
+        for (start, end, alias) in leftmost_longest(found) {
             let Some(range) = words.source_range(start, end) else {
                 continue;
             };
@@ -563,16 +622,29 @@ impl MentionMatcher {
 
     /// The distinct entities `text` mentions and how often, by entity id.
     pub fn mentions(&self, text: &str) -> Vec<EntityCount> {
-        let mut ids: Vec<u32> = self.find(text).into_iter().map(|m| m.entity).collect();
-        ids.sort_unstable();
-        let mut out: Vec<EntityCount> = Vec::new();
-        for entity in ids {
-            match out.last_mut() {
-                Some(last) if last.entity == entity => last.count += 1,
-                _ => out.push(EntityCount { entity, count: 1 }),
-            }
-        }
-        out
+        entity_counts(self.find(text).into_iter().map(|m| m.entity).collect())
+    }
+
+    /// [`MentionMatcher::mentions`] of a text from the hits the matcher this one was capped
+    /// from found in it ([`MentionMatcher::count_and_hit_all`]): the same, as the capped
+    /// matcher's scan finds exactly the kept aliases' hits of the uncapped one's (it keeps
+    /// their runs and their hash mask, and drops only what the others added).
+    pub fn mentions_of_hits(&self, hits: &[Hit], renumbered: &Renumbered) -> Vec<EntityCount> {
+        let found: Vec<(usize, usize, usize)> = hits
+            .iter()
+            .filter_map(|hit| {
+                let alias = renumbered.0[hit.alias as usize];
+                (alias != NO_ALIAS).then_some((
+                    hit.start as usize,
+                    hit.end as usize,
+                    alias as usize,
+                ))
+            })
+            .collect();
+        let ids = leftmost_longest(found)
+            .flat_map(|(_, _, alias)| self.aliases[alias].owners.iter().map(|(e, _)| *e))
+            .collect();
+        entity_counts(ids)
     }
 
     /// The folded aliases that produce mentions, in index order.
@@ -632,6 +704,37 @@ impl MentionMatcher {
             }
         }
     }
+}
+
+/// Of the alias occurrences `found` (`start..end` in the padded folded text, alias), in any
+/// order, the leftmost-longest ones that do not overlap, in text order.
+fn leftmost_longest(
+    mut found: Vec<(usize, usize, usize)>,
+) -> impl Iterator<Item = (usize, usize, usize)> {
+    // Leftmost first, then longest; ties cannot happen, as folded aliases are distinct.
+    found.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    let mut taken_to = 0;
+    found.into_iter().filter(move |&(start, end, _)| {
+        if start < taken_to {
+            return false;
+        }
+        // The padding spaces are shared by neighbouring matches.
+        taken_to = end - 1;
+        true
+    })
+}
+
+/// How often each entity of `ids` occurs, by entity id.
+fn entity_counts(mut ids: Vec<u32>) -> Vec<EntityCount> {
+    ids.sort_unstable();
+    let mut out: Vec<EntityCount> = Vec::new();
+    for entity in ids {
+        match out.last_mut() {
+            Some(last) if last.entity == entity => last.count += 1,
+            _ => out.push(EntityCount { entity, count: 1 }),
+        }
+    }
+    out
 }
 
 /// `text` folded for matching: its words lowercased and accent-folded, joined by single
@@ -813,11 +916,13 @@ mod tests {
             })
             .collect();
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let m = MentionMatcher::build(
-            names.iter().map(|(e, a)| (*e, a.iter())),
-            &MentionConfig::default(),
-        )
-        .unwrap();
+        // Each `topicN name` is in 2% of the texts, each `alias N` in 1.7%: the cap below
+        // drops the first and keeps the second.
+        let config = MentionConfig {
+            max_df: 0.018,
+            ..MentionConfig::default()
+        };
+        let m = MentionMatcher::build(names.iter().map(|(e, a)| (*e, a.iter())), &config).unwrap();
         let mut one = m.new_counts();
         for t in &texts {
             m.count_fragment(&mut one, t);
@@ -830,6 +935,25 @@ mod tests {
         let each: Vec<Vec<EntityCount>> = texts.iter().map(|t| m.mentions(t)).collect();
         assert_eq!(m.mentions_all(&texts), each);
         assert!(each.iter().all(|x| !x.is_empty()));
+
+        // The counting pass that keeps its hits counts the same, and the mentions chosen from
+        // its hits under the cap are the capped matcher's own.
+        let (counts, hits) = m.count_and_hit_all(&texts);
+        assert_eq!(counts.fragments(), 5_000);
+        assert_eq!(hits.len(), 5_000);
+        for alias in 0..m.aliases().len() {
+            assert_eq!(counts.of_alias(alias), one.of_alias(alias), "alias {alias}");
+        }
+        let (capped, renumbered) = m.apply_df_cap_renumbered(&counts).unwrap();
+        assert_eq!(capped.dropped().len(), 50, "every `topicN name`");
+        assert_eq!(capped.aliases().len(), 50, "every `alias N`");
+        let mut mentioned = 0;
+        for (text, found) in texts.iter().zip(&hits) {
+            let chosen = capped.mentions_of_hits(found, &renumbered);
+            assert_eq!(chosen, capped.mentions(text), "{text}");
+            mentioned += usize::from(!chosen.is_empty());
+        }
+        assert!(mentioned > 0);
     }
 
     #[test]
@@ -1151,6 +1275,32 @@ mod tests {
                     m.find(text).into_iter().map(|x| (x.entity, x.range)).collect()
                 };
                 prop_assert_eq!(spans(&capped), spans(&plain));
+            }
+        }
+
+        /// Counting that keeps its hits counts what counting alone counts, and the mentions
+        /// chosen from the hits under the cap are the ones the capped matcher's own scan
+        /// finds, with distinct run hashes and with nearly all of them colliding.
+        #[test]
+        fn mentions_from_kept_hits_equal_a_capped_scan(
+            names in proptest::collection::vec("(ab|abc|cd|é|E)( (ab|abc|cd|é|E)){0,2}", 1..8),
+            texts in proptest::collection::vec("((ab|abc|cd|é|E|x)(-| |, |'|\\.)){0,12}", 1..6),
+            mask in prop_oneof![Just(u64::MAX), Just(0b11u64)],
+        ) {
+            let cfg = MentionConfig { min_chars: 1, stop_words: false, max_df: 0.5, df_floor: 1 };
+            let entities: Vec<(u32, Vec<String>)> =
+                names.iter().enumerate().map(|(i, n)| (i as u32, vec![n.clone()])).collect();
+            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let m = MentionMatcher::build_masked(entities, &cfg, mask).unwrap();
+            let counted = m.count_all(&texts);
+            let (counts, hits) = m.count_and_hit_all(&texts);
+            prop_assert_eq!(counts.fragments(), counted.fragments());
+            for alias in 0..m.aliases().len() {
+                prop_assert_eq!(counts.of_alias(alias), counted.of_alias(alias));
+            }
+            let (capped, renumbered) = m.apply_df_cap_renumbered(&counts).unwrap();
+            for (text, found) in texts.iter().zip(&hits) {
+                prop_assert_eq!(capped.mentions_of_hits(found, &renumbered), capped.mentions(text));
             }
         }
 

@@ -29,8 +29,8 @@ pub use links::{
     links, markdown_links, normalize_target, wiki_links, Link, LinkResolver, LinkStyle, LinkSyntax,
 };
 pub use mentions::{
-    fold, DfCounts, DropReason, DroppedAlias, EntityCount, Mention, MentionBuildError,
-    MentionConfig, MentionMatcher, DEFAULT_ALIAS_DF_FLOOR, DEFAULT_MAX_ALIAS_DF,
+    fold, DfCounts, DropReason, DroppedAlias, EntityCount, Hit, Mention, MentionBuildError,
+    MentionConfig, MentionMatcher, Renumbered, DEFAULT_ALIAS_DF_FLOOR, DEFAULT_MAX_ALIAS_DF,
     DEFAULT_MIN_ALIAS_CHARS,
 };
 pub(crate) use store::GraphIndex;
