@@ -47,6 +47,37 @@ pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
 }
 
+/// `f` over every item on up to [`cores`] threads, each thread taking the next item when it
+/// is done with one (put the largest items first); the results in the items' order. On this
+/// thread when there is one item or one core.
+pub(crate) fn each_on_cores<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let threads = cores().min(items.len());
+    if threads <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let at = next.fetch_add(1, Ordering::Relaxed);
+            let Some(item) = items.get(at) else {
+                return done;
+            };
+            done.push((at, f(item)));
+        }
+    };
+    let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a worker thread panicked"))
+            .collect()
+    });
+    done.sort_unstable_by_key(|(at, _)| *at);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
 /// Hands the heap a build phase has freed back to the operating system. glibc keeps freed
 /// blocks for reuse, and a phase that held a gigabyte in small blocks (the graph build's
 /// texts, the vector build's rows) would otherwise stay resident through every later phase

@@ -25,7 +25,6 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use finder_core::{Envelope, Extent};
 use tantivy::directory::{FileSlice, OwnedBytes};
@@ -389,28 +388,9 @@ pub(crate) fn write_missing(dir: &Path, fields: Fields) -> Result<usize> {
     // store, one core's work (a 1M build's two segments of 460k fragments and two small ones:
     // 8.9 and 13.8 s one after the other, 5.5 to 8.1 s on two cores).
     todo.sort_by_key(|(segment, _)| std::cmp::Reverse(segment.max_doc()));
-    let next = AtomicUsize::new(0);
-    let write_some = || {
-        let mut results = Vec::new();
-        loop {
-            let Some((segment, target)) = todo.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                return results;
-            };
-            results.push(write_segment(dir, target, segment, fields));
-        }
-    };
-    let threads = crate::cores().min(todo.len()).max(1);
-    let results: Vec<Result<()>> = if threads == 1 {
-        write_some()
-    } else {
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads).map(|_| scope.spawn(write_some)).collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().expect("a page file thread panicked"))
-                .collect()
-        })
-    };
+    let results = crate::each_on_cores(&todo, |(segment, target)| {
+        write_segment(dir, target, segment, fields)
+    });
     // A segment whose file cannot be written is read from its store; the others still get
     // theirs, and the first failure is reported.
     let written = results.iter().filter(|r| r.is_ok()).count();
@@ -595,10 +575,8 @@ mod tests {
                 out.push((key, body.to_string()));
                 Ok(())
             }),
-            None => crate::writer::for_each_head(dir, fields, &mut |head| {
-                out.push((head.fragment_key, head.body));
-                Ok(())
-            }),
+            None => crate::writer::map_heads(dir, fields, |head| (head.fragment_key, head.body))
+                .map(|segments| out.extend(segments.into_iter().flatten())),
         }
         .unwrap();
         out.sort();

@@ -565,7 +565,7 @@ pub(crate) struct StoredHead {
 
 thread_local! {
     /// The fields of the index being read as [`StoredHead`]s: tantivy makes a document type
-    /// without context, so [`for_each_head`] and [`read_head`] name them here first (the
+    /// without context, so [`map_heads`] and [`read_head`] name them here first (the
     /// documents are decoded on the calling thread).
     static HEAD_FIELDS: Cell<Option<Fields>> = const { Cell::new(None) };
 }
@@ -621,14 +621,37 @@ pub(crate) fn read_head(
     searcher.doc(address)
 }
 
-/// [`for_each_stored`] with each fragment's [`StoredHead`].
-pub(crate) fn for_each_head(
+/// `map` over the [`StoredHead`] of every live document of the last commit, on every core:
+/// each segment's store is walked on one thread (a segment per core at a time, largest
+/// first); what `map` returns comes back per segment in the index's segment order, each in
+/// stored order.
+pub(crate) fn map_heads<T: Send>(
     dir: &Path,
     fields: Fields,
-    f: &mut dyn FnMut(StoredHead) -> Result<()>,
-) -> Result<()> {
-    name_head_fields(fields);
-    for_each_stored(dir, f)
+    map: impl Fn(StoredHead) -> T + Sync,
+) -> Result<Vec<Vec<T>>> {
+    let Some(searcher) = searcher_for_walks(dir)? else {
+        return Ok(Vec::new());
+    };
+    let segments = searcher.segment_readers();
+    let mut order: Vec<usize> = (0..segments.len()).collect();
+    order.sort_by_key(|&at| std::cmp::Reverse(segments[at].max_doc()));
+    let walked = crate::each_on_cores(&order, |&at| {
+        // The fields are named per thread.
+        name_head_fields(fields);
+        let segment = &segments[at];
+        let store = segment
+            .get_store_reader(0)
+            .map_err(|e| store_error(dir, e.into()))?;
+        let mut mapped = Vec::with_capacity(segment.num_docs() as usize);
+        for doc in store.iter::<StoredHead>(segment.alive_bitset()) {
+            mapped.push(map(doc.map_err(|e| store_error(dir, e))?));
+        }
+        Ok((at, mapped))
+    });
+    let mut walked = walked.into_iter().collect::<Result<Vec<_>>>()?;
+    walked.sort_unstable_by_key(|(at, _)| *at);
+    Ok(walked.into_iter().map(|(_, mapped)| mapped).collect())
 }
 
 /// The payload of the last commit, `None` for a fresh index.

@@ -19,7 +19,7 @@ use crate::error::{IndexError, Result};
 use crate::pages::Body;
 use crate::record::FragmentRecord;
 use crate::schema::Fields;
-use crate::writer::{commit_info, for_each_head, open_or_create};
+use crate::writer::{commit_info, map_heads, open_or_create};
 
 /// Sub-folder of the index folder holding the graph.
 pub(crate) const GRAPH_DIR: &str = "graph";
@@ -327,15 +327,33 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 /// Every live source with its fragments (in ordinal order, without their texts: see
 /// [`Stored`]), sorted by id.
 fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
+    // The store is read and each record decoded on every core; the sources are put together
+    // here, in the store's order.
+    let heads = map_heads(dir, fields, |doc| {
+        let record: Option<FragmentRecord> = serde_json::from_str(&doc.meta).ok();
+        let source = record.and_then(|r| r.source).map(|source| {
+            GraphSource::new(
+                String::new(),
+                &source.envelope,
+                source.entity,
+                source.aliases,
+                source.relations,
+            )
+        });
+        let fragment = GraphFragment {
+            key: doc.fragment_key,
+            ordinal: doc.ordinal as u32,
+            body: String::new(),
+        };
+        (doc.source_id, fragment, source)
+    })?;
+    let fragments: usize = heads.iter().map(Vec::len).sum();
     // each source's place in `sources`: a map of the sources themselves would hold each
     // source's 200 bytes in twice as many slots
-    let mut by_id: FastMap<String, usize> = FastMap::default();
+    let mut by_id: FastMap<String, usize> =
+        FastMap::with_capacity_and_hasher(fragments, Default::default());
     let mut sources: Vec<GraphSource> = Vec::new();
-    for_each_head(dir, fields, &mut |doc| {
-        let id = doc.source_id;
-        let key = doc.fragment_key;
-        let ordinal = doc.ordinal as u32;
-        let record: Option<FragmentRecord> = serde_json::from_str(&doc.meta).ok();
+    for (id, fragment, source) in heads.into_iter().flatten() {
         let at = *by_id.entry(id.clone()).or_insert_with(|| {
             sources.push(GraphSource::new(
                 id,
@@ -347,25 +365,14 @@ fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
             sources.len() - 1
         });
         let entry = &mut sources[at];
-        if let Some(source) = record.and_then(|r| r.source) {
-            let fragments = std::mem::take(&mut entry.fragments);
-            *entry = GraphSource::new(
-                std::mem::take(&mut entry.id),
-                &source.envelope,
-                source.entity,
-                source.aliases.clone(),
-                source.relations.clone(),
-            );
-            entry.fragments = fragments;
+        if let Some(mut source) = source {
+            source.id = std::mem::take(&mut entry.id);
+            source.fragments = std::mem::take(&mut entry.fragments);
+            *entry = source;
         }
         // A source without text still gets a node: links can point at it.
-        entry.fragments.push(GraphFragment {
-            key,
-            ordinal,
-            body: String::new(),
-        });
-        Ok(())
-    })?;
+        entry.fragments.push(fragment);
+    }
     drop(by_id);
     sources.sort_by(|a, b| a.id.cmp(&b.id));
     for s in &mut sources {
@@ -528,7 +535,9 @@ fn extract(
             marks[node as usize] = Some(m);
         }
     })?;
-    let resolver = LinkResolver::new(sources.iter().map(|s| s.id.as_str()));
+    // Made when the first link needs it: a million sources' keys take seconds, and records
+    // without links in their text (relations given as fields) never ask.
+    let mut resolver: Option<LinkResolver> = None;
     let mut names: Vec<(u32, Vec<String>)> = Vec::new();
     // Title entity → its source, so a paragraph never mentions its own title.
     let mut title_owner: FastMap<u32, usize> = FastMap::default();
@@ -589,6 +598,9 @@ fn extract(
                 continue;
             };
             for target in &m.links {
+                let resolver = resolver.get_or_insert_with(|| {
+                    LinkResolver::new(sources.iter().map(|s| s.id.as_str()))
+                });
                 match resolver.resolve(&s.id, target) {
                     Some(target) => {
                         link_occurrences += 1;

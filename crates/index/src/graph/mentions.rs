@@ -17,7 +17,7 @@
 //! its reason so a missing edge can be explained: too short, a single stop word, shadowed by
 //! the same name given explicitly for another entity, or found in too many fragments.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
 use std::ops::Range;
 
@@ -359,7 +359,7 @@ impl MentionMatcher {
     {
         // folded alias → (entities that gave it, entities that got it by dropping a
         // disambiguator), each with the alias as written.
-        let mut groups: BTreeMap<String, Group> = BTreeMap::new();
+        let mut groups: FastMap<String, Group> = FastMap::default();
         let mut dropped = Vec::new();
         // (entity, folded alias) pairs already reported, so repeats are reported once.
         let mut reported: HashSet<(u32, String)> = HashSet::new();
@@ -392,6 +392,10 @@ impl MentionMatcher {
                 }
             }
         }
+        // Aliases are numbered in folded order (the order of the dropped list and of the
+        // names a query can match follows from it).
+        let mut groups: Vec<(String, Group)> = groups.into_iter().collect();
+        groups.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut aliases = Vec::with_capacity(groups.len());
         for (folded, (mut given, derived)) in groups {
             let owners = if given.is_empty() {
