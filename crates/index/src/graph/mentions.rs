@@ -526,7 +526,7 @@ impl MentionMatcher {
         counts.seen.clear();
         self.scan(words, |alias, span| {
             counts.seen.push(alias);
-            // A text of 4 GiB is never one fragment (tantivy's documents are far smaller).
+            // Offsets fit in 32 bits: a fragment is at most `index.fragment_max_chars` long.
             keep(Hit {
                 start: span.start as u32,
                 end: span.end as u32,
