@@ -517,18 +517,27 @@ pub(crate) fn for_each_stored<D: DocumentDeserialize>(
     dir: &Path,
     f: &mut dyn FnMut(D) -> Result<()>,
 ) -> Result<()> {
-    let err = |e| store_error(dir, e);
     let Some(searcher) = searcher_for_walks(dir)? else {
         return Ok(());
     };
     for segment in searcher.segment_readers() {
-        // Read in stored order, each block decompressed once: no cache to keep.
-        let store = segment
-            .get_store_reader(0)
-            .map_err(|e| store_error(dir, e.into()))?;
-        for doc in store.iter::<D>(segment.alive_bitset()) {
-            f(doc.map_err(err)?)?;
-        }
+        for_each_stored_in(dir, segment, f)?;
+    }
+    Ok(())
+}
+
+/// [`for_each_stored`] over one segment of the walk's searcher.
+fn for_each_stored_in<D: DocumentDeserialize>(
+    dir: &Path,
+    segment: &tantivy::SegmentReader,
+    f: &mut dyn FnMut(D) -> Result<()>,
+) -> Result<()> {
+    // Read in stored order, each block decompressed once: no cache to keep.
+    let store = segment
+        .get_store_reader(0)
+        .map_err(|e| store_error(dir, e.into()))?;
+    for doc in store.iter::<D>(segment.alive_bitset()) {
+        f(doc.map_err(|e| store_error(dir, e))?)?;
     }
     Ok(())
 }
@@ -640,13 +649,11 @@ pub(crate) fn map_heads<T: Send>(
         // The fields are named per thread.
         name_head_fields(fields);
         let segment = &segments[at];
-        let store = segment
-            .get_store_reader(0)
-            .map_err(|e| store_error(dir, e.into()))?;
         let mut mapped = Vec::with_capacity(segment.num_docs() as usize);
-        for doc in store.iter::<StoredHead>(segment.alive_bitset()) {
-            mapped.push(map(doc.map_err(|e| store_error(dir, e))?));
-        }
+        for_each_stored_in(dir, segment, &mut |head: StoredHead| {
+            mapped.push(map(head));
+            Ok(())
+        })?;
         Ok((at, mapped))
     });
     let mut walked = walked.into_iter().collect::<Result<Vec<_>>>()?;
