@@ -110,6 +110,10 @@ enum Semantic {
 /// Fragment key → the document holding it and its keys, for one searcher generation.
 type Addresses = Arc<FastMap<u64, Seen>>;
 
+/// Snapshots a query tries, each reloaded after the last, when a postings file of the one it
+/// has is gone (a writer merged its segment away and collected the files).
+const STALE_SNAPSHOT_RETRIES: u32 = 5;
+
 /// Something derived from one searcher generation, made by the first query that needs it and
 /// shared by the others until the generation changes.
 struct PerGeneration<T>(std::sync::Mutex<Option<(u64, Arc<T>)>>);
@@ -156,6 +160,12 @@ pub struct Finder {
     /// The raw words' trigrams, for the searcher generation they were read from (built by the
     /// first query that expands a word).
     grams: PerGeneration<crate::expand::TermGrams>,
+    /// Each segment's postings file, for the searcher generation they were opened in (kept
+    /// open: a file mapped anew per query would be mapped and faulted in again each time).
+    words: PerGeneration<Vec<Option<crate::postings::WordsFile>>>,
+    /// Whether the index was made with Finder's postings (every segment has its file), not
+    /// tantivy's (an index made before them).
+    own_postings: bool,
     /// Every segment's key columns, for the searcher generation they were opened from.
     columns: PerGeneration<Vec<KeyColumns>>,
     /// Every segment's page file where it has one, by segment ordinal, for the searcher
@@ -242,9 +252,17 @@ impl Finder {
         };
         let vectors = VectorIndex::open(&dir.join(VECTOR_DIR)).map_err(|e| e.to_string());
         let graph = crate::graph::GraphIndex::load(dir);
+        let own_postings = index
+            .load_metas()
+            .map_err(|e| store_error(dir, e))?
+            .persisted_custom_extensions
+            .iter()
+            .any(|e| e == crate::postings::EXTENSION);
         Ok(Finder {
             addresses: PerGeneration::default(),
             grams: PerGeneration::default(),
+            words: PerGeneration::default(),
+            own_postings,
             columns: PerGeneration::default(),
             pages: PerGeneration::default(),
             directory,
@@ -331,14 +349,31 @@ impl Finder {
     /// Runs a full request (text and/or vector, page, filters, scope, user) through the
     /// pipeline.
     pub fn query(&self, request: &Query, settings: &Settings) -> Result<SearchResponse> {
-        let run = QueryRun::new(
-            self,
-            request
-                .vector
-                .as_ref()
-                .map(|v| crate::vector::unit(v.clone())),
-        );
-        finder_core::search_with(&run, request, settings, &self.extensions)
+        let vector = request
+            .vector
+            .as_ref()
+            .map(|v| crate::vector::unit(v.clone()));
+        let mut attempts = 0;
+        loop {
+            let run = QueryRun::new(self, vector.clone());
+            // A snapshot's postings files are opened by its first query, after tantivy opened
+            // the segments' own files: a writer that merged a segment away meanwhile may have
+            // removed its file. That snapshot is past; the query runs on the next one.
+            if run.postings_complete()? {
+                return finder_core::search_with(&run, request, settings, &self.extensions);
+            }
+            attempts += 1;
+            if attempts == STALE_SNAPSHOT_RETRIES {
+                return Err(IndexError::Corrupt {
+                    path: self.dir.join(LEXICAL_DIR),
+                    reason: format!(
+                        "a segment's {} file is missing in {attempts} snapshots in a row",
+                        crate::postings::EXTENSION
+                    ),
+                });
+            }
+            self.reload()?;
+        }
     }
 
     /// A source by id, as hits show it: `None` when the index does not hold it.
@@ -668,8 +703,24 @@ impl<'a> QueryRun<'a> {
     /// searcher generation that expands a word and shared by the rest.
     fn term_grams(&self, field: Field) -> Result<Arc<crate::expand::TermGrams>> {
         let generation = self.searcher.generation().generation_id();
+        let words = self.segment_words()?;
         self.finder.grams.get(generation, || {
-            crate::expand::TermGrams::build(&self.searcher, field).map_err(|e| self.err(e))
+            crate::expand::TermGrams::build(&self.searcher, &words, field).map_err(|e| self.err(e))
+        })
+    }
+
+    /// Opens this snapshot's postings files; false when a segment that should have one has
+    /// none (see [`Finder::query`]).
+    fn postings_complete(&self) -> Result<bool> {
+        let words = self.segment_words()?;
+        Ok(!self.finder.own_postings || words.iter().all(Option::is_some))
+    }
+
+    /// Every segment's postings file of this snapshot, opened by its first query.
+    fn segment_words(&self) -> Result<Arc<Vec<Option<crate::postings::WordsFile>>>> {
+        let generation = self.searcher.generation().generation_id();
+        self.finder.words.get(generation, || {
+            crate::lexical::segment_words(&self.searcher).map_err(|e| self.err(e))
         })
     }
 
@@ -782,7 +833,9 @@ impl<'a> QueryRun<'a> {
             k1: settings.lexical.k1,
             b: settings.lexical.b,
         };
-        let top = top_k_terms(&self.searcher, &list, params, depth).map_err(|e| self.err(e))?;
+        let words = self.segment_words()?;
+        let top =
+            top_k_terms(&self.searcher, &words, &list, params, depth).map_err(|e| self.err(e))?;
         let mut hits = Vec::with_capacity(top.len());
         let columns = self.key_columns()?;
         // Room for every hit at once, rather than growing the maps a rehash at a time.

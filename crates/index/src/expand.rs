@@ -17,6 +17,7 @@ use tantivy::schema::Field;
 use tantivy::Searcher;
 
 use crate::analyzer::{looks_like_identifier, raw_analyzer, terms};
+use crate::postings::WordsFile;
 
 /// Query words shorter than this (in bytes) expand only into themselves.
 pub const MIN_PARTIAL_BYTES: usize = 3;
@@ -119,11 +120,22 @@ fn pack(gram: &[u8]) -> u32 {
 }
 
 impl TermGrams {
-    /// Reads the `field` dictionary of every segment of `searcher`.
-    pub(crate) fn build(searcher: &Searcher, field: Field) -> tantivy::Result<TermGrams> {
+    /// Reads the `field` dictionary of every segment of `searcher`: Finder's postings file
+    /// (`files`, in segment order), or tantivy's dictionary in a segment without one.
+    pub(crate) fn build(
+        searcher: &Searcher,
+        files: &[Option<WordsFile>],
+        field: Field,
+    ) -> tantivy::Result<TermGrams> {
         let mut words = TermGrams::default();
         let segments = searcher.segment_readers();
-        for segment in segments {
+        for (segment, file) in segments.iter().zip(files) {
+            if let Some(file) = file {
+                for term in file.field(field).iter().flat_map(|f| f.terms()) {
+                    words.push(term);
+                }
+                continue;
+            }
             let inverted = segment.inverted_index(field)?;
             let mut stream = inverted.terms().stream()?;
             while stream.advance() {

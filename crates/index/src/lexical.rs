@@ -1,16 +1,21 @@
-//! BM25 over tantivy's postings and field norms with query-time `k1` and `b`.
+//! BM25 over the analysed fields' postings and field norms with query-time `k1` and `b`.
 //!
-//! tantivy's own scorer hard-codes k1 = 1.2 and b = 0.75. This scorer reads the same postings,
-//! field norms and collection statistics and computes the same formula with any constants, so
-//! at the defaults it ranks as tantivy does (tested) and otherwise follows the settings.
+//! A segment's postings are Finder's own ([`crate::postings`]) where it has them, and
+//! tantivy's in a segment written before them. tantivy's own scorer hard-codes k1 = 1.2 and
+//! b = 0.75. This scorer reads postings, field norms and collection statistics of the same
+//! values either way and computes the same formula with any constants, so at the defaults it
+//! ranks as tantivy does (tested) and otherwise follows the settings.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use finder_core::{bm25_idf, bm25_length_norm, bm25_tf_score, Bm25Params};
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::postings::TermInfo;
 use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::{DocAddress, Searcher, Term};
+use tantivy::{DocAddress, DocId, InvertedIndexReader, Searcher, Term};
+
+use crate::postings::{FieldWords, TermEntry, WordsFile};
 
 use crate::order::{from_ordered_bits, ordered_bits};
 
@@ -40,12 +45,29 @@ pub struct FieldStats {
     pub avg_len: f32,
 }
 
-pub fn field_stats(searcher: &Searcher, field: Field) -> tantivy::Result<FieldStats> {
+/// Every segment's postings file of `searcher` (`None` for a segment without one), in segment
+/// order: what [`field_stats`] and [`top_k_terms`] read Finder's postings from.
+pub fn segment_words(searcher: &Searcher) -> tantivy::Result<Vec<Option<WordsFile>>> {
+    searcher
+        .segment_readers()
+        .iter()
+        .map(WordsFile::open)
+        .collect()
+}
+
+pub fn field_stats(
+    searcher: &Searcher,
+    words: &[Option<WordsFile>],
+    field: Field,
+) -> tantivy::Result<FieldStats> {
     let mut num_docs = 0u64;
     let mut tokens = 0u64;
-    for segment in searcher.segment_readers() {
+    for (segment, words) in searcher.segment_readers().iter().zip(words) {
         num_docs += u64::from(segment.max_doc());
-        tokens += segment.inverted_index(field)?.total_num_tokens();
+        tokens += match words {
+            Some(words) => words.field(field).map_or(0, |f| f.total_tokens()),
+            None => segment.inverted_index(field)?.total_num_tokens(),
+        };
     }
     let avg_len = if num_docs == 0 {
         1.0
@@ -89,7 +111,8 @@ fn length_norms(params: Bm25Params, avg_len: f32) -> [f32; 256] {
     })
 }
 
-/// The `k` best fragments for `terms` of `field`, best first; see [`top_k_terms`].
+/// The `k` best fragments for `terms` of `field`, best first; see [`top_k_terms`] (the
+/// postings files opened for this call).
 pub fn top_k(
     searcher: &Searcher,
     field: Field,
@@ -104,7 +127,64 @@ pub fn top_k(
             (t.clone(), *n as f32)
         })
         .collect();
-    top_k_terms(searcher, &weighted, params, k)
+    top_k_terms(searcher, &segment_words(searcher)?, &weighted, params, k)
+}
+
+/// One field of one segment: Finder's postings, or tantivy's.
+enum Postings<'a> {
+    Own(FieldWords<'a>),
+    Tantivy(Arc<InvertedIndexReader>),
+}
+
+/// A term found in a [`Postings`].
+enum Found {
+    Own(TermEntry),
+    Tantivy(TermInfo),
+}
+
+impl Found {
+    fn doc_freq(&self) -> u32 {
+        match self {
+            Found::Own(entry) => entry.doc_freq,
+            Found::Tantivy(info) => info.doc_freq,
+        }
+    }
+}
+
+impl Postings<'_> {
+    fn find(&self, term: &Term) -> tantivy::Result<Option<Found>> {
+        Ok(match self {
+            Postings::Own(words) => words.find(term.serialized_value_bytes()).map(Found::Own),
+            Postings::Tantivy(inverted) => inverted.get_term_info(term)?.map(Found::Tantivy),
+        })
+    }
+}
+
+/// Adds `weight`-weighted BM25 of one term's block of documents to their scores, listing each
+/// document the first time it scores.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn accumulate(
+    docs: &[DocId],
+    tfs: &[u32],
+    norm_id: impl Fn(DocId) -> u8,
+    by_length: &[f32; 256],
+    params: Bm25Params,
+    weight: f32,
+    acc: &mut [f32],
+    touched: &mut Vec<u32>,
+) {
+    for (&doc, &tf) in docs.iter().zip(tfs) {
+        let norm = by_length[norm_id(doc) as usize];
+        let s = bm25_tf_score(params, weight, tf, norm);
+        let slot = &mut acc[doc as usize];
+        // Listed once, at its first score; a term weighing nothing (`lexical.trigram_weight`
+        // 0) adds no candidate.
+        if *slot == 0.0 && s != 0.0 {
+            touched.push(doc);
+        }
+        *slot += s;
+    }
 }
 
 /// The `k` best fragments for weighted `terms`, best first: every posting of every term
@@ -120,6 +200,7 @@ pub fn top_k(
 /// list's dozens of terms on SciFact (`finder-bench run --reuse`, docs/BENCHMARKS.md).
 pub fn top_k_terms(
     searcher: &Searcher,
+    words: &[Option<WordsFile>],
     terms: &[(Term, f32)],
     params: Bm25Params,
     k: usize,
@@ -137,7 +218,7 @@ pub fn top_k_terms(
     let mut num_docs = Vec::with_capacity(fields.len());
     let mut by_length = Vec::with_capacity(fields.len());
     for &field in &fields {
-        let stats = field_stats(searcher, field)?;
+        let stats = field_stats(searcher, words, field)?;
         num_docs.push(stats.num_docs);
         by_length.push(length_norms(params, stats.avg_len));
     }
@@ -149,24 +230,32 @@ pub fn top_k_terms(
     // once: the document frequencies they hold sum to what `Searcher::doc_freq` counts, and
     // they open the postings.
     let mut entries = Vec::with_capacity(searcher.segment_readers().len());
-    for segment in searcher.segment_readers() {
-        let inverted = fields
+    for (segment, words) in searcher.segment_readers().iter().zip(words) {
+        let postings = fields
             .iter()
-            .map(|&f| segment.inverted_index(f))
+            .map(|&f| match words {
+                Some(words) => Ok(words.field(f).map(Postings::Own)),
+                None => segment
+                    .inverted_index(f)
+                    .map(|i| Some(Postings::Tantivy(i))),
+            })
             .collect::<tantivy::Result<Vec<_>>>()?;
-        let infos: Vec<Option<TermInfo>> = terms
+        let infos: Vec<Option<Found>> = terms
             .iter()
             .zip(&field_of)
-            .map(|((term, _), &f)| inverted[f].get_term_info(term))
-            .collect::<std::io::Result<_>>()?;
-        entries.push((inverted, infos));
+            .map(|((term, _), &f)| match &postings[f] {
+                Some(p) => p.find(term),
+                None => Ok(None),
+            })
+            .collect::<tantivy::Result<_>>()?;
+        entries.push((postings, infos));
     }
     let idf: Vec<f32> = (0..terms.len())
         .map(|t| {
             let doc_freq = entries
                 .iter()
                 .filter_map(|(_, infos)| infos[t].as_ref())
-                .map(|info| u64::from(info.doc_freq))
+                .map(|info| u64::from(info.doc_freq()))
                 .sum();
             bm25_idf(num_docs[field_of[t]], doc_freq)
         })
@@ -186,7 +275,7 @@ pub fn top_k_terms(
         let mut best: Vec<Entry> = Vec::with_capacity(k.saturating_mul(2).max(KEEP_AT_LEAST));
         let mut floor = f32::NEG_INFINITY;
         for (seg_ord, segment) in searcher.segment_readers().iter().enumerate() {
-            let (inverted, infos) = &entries[seg_ord];
+            let (postings, infos) = &entries[seg_ord];
             let max_doc = segment.max_doc() as usize;
             if acc.len() < max_doc {
                 acc.resize(max_doc, 0.0);
@@ -194,37 +283,52 @@ pub fn top_k_terms(
             touched.clear();
             *clean = false;
             let scored = (|| -> tantivy::Result<()> {
-                let norms = fields
-                    .iter()
-                    .map(|&f| segment.get_fieldnorms_reader(f))
-                    .collect::<tantivy::Result<Vec<_>>>()?;
                 let terms = terms.iter().zip(&idf).zip(infos).zip(&field_of);
                 for ((((_, qtf), weight), info), &f) in terms {
                     let Some(info) = info else {
                         continue;
                     };
-                    let (norms, by_length) = (&norms[f], &by_length[f]);
-                    // Whole blocks of 128 decoded documents and frequencies at a time.
-                    let mut block = inverted[f]
-                        .read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
+                    let by_length = &by_length[f];
                     let weight = weight * *qtf;
-                    loop {
-                        let docs = block.docs();
-                        if docs.is_empty() {
-                            break;
-                        }
-                        for (&doc, &tf) in docs.iter().zip(block.freqs()) {
-                            let norm = by_length[norms.fieldnorm_id(doc) as usize];
-                            let s = bm25_tf_score(params, weight, tf, norm);
-                            let slot = &mut acc[doc as usize];
-                            // Listed once, at its first score; a term weighing nothing
-                            // (`lexical.trigram_weight` 0) adds no candidate.
-                            if *slot == 0.0 && s != 0.0 {
-                                touched.push(doc);
+                    match (info, &postings[f]) {
+                        (Found::Own(entry), Some(Postings::Own(words))) => {
+                            let mut blocks = words.postings(*entry);
+                            while !blocks.docs().is_empty() {
+                                let norm_id = |doc| words.norm_id(doc);
+                                let (docs, tfs) = (blocks.docs(), blocks.freqs());
+                                accumulate(
+                                    docs, tfs, norm_id, by_length, params, weight, acc, touched,
+                                );
+                                blocks.advance();
                             }
-                            *slot += s;
                         }
-                        block.advance();
+                        (Found::Tantivy(info), Some(Postings::Tantivy(inverted))) => {
+                            let norms = segment.get_fieldnorms_reader(fields[f])?;
+                            // Whole blocks of 128 decoded documents and frequencies at a time.
+                            let mut block = inverted.read_block_postings_from_terminfo(
+                                info,
+                                IndexRecordOption::WithFreqs,
+                            )?;
+                            loop {
+                                let docs = block.docs();
+                                if docs.is_empty() {
+                                    break;
+                                }
+                                let norm_id = |doc| norms.fieldnorm_id(doc);
+                                accumulate(
+                                    docs,
+                                    block.freqs(),
+                                    norm_id,
+                                    by_length,
+                                    params,
+                                    weight,
+                                    acc,
+                                    touched,
+                                );
+                                block.advance();
+                            }
+                        }
+                        _ => unreachable!("a term is found in the postings it is looked up in"),
                     }
                 }
                 Ok(())

@@ -18,6 +18,7 @@ mod keys;
 mod lexical;
 mod order;
 mod pages;
+mod postings;
 mod pread;
 mod preview;
 mod profiles;
@@ -124,7 +125,8 @@ fn store_error(dir: &std::path::Path, source: tantivy::TantivyError) -> IndexErr
 pub mod testing {
     //! Internals exposed for the integration tests and benchmarks only.
     pub use crate::analyzer::terms as analyze;
-    pub use crate::lexical::{field_stats, query_terms, top_k};
+    pub use crate::lexical::{field_stats, query_terms, segment_words, top_k};
+    pub use crate::postings::WordsFile;
     pub use crate::vector::ann::{Hnsw, HnswParams};
 
     /// The word analyzer for `language`, as new indexes use it.
@@ -141,6 +143,12 @@ pub mod testing {
     /// The whole-word analyzer, as the index uses it.
     pub fn raw_analyzer() -> tantivy::tokenizer::TextAnalyzer {
         crate::analyzer::raw_analyzer()
+    }
+
+    /// The plugin that writes Finder's postings, as a run of the current analysis registers
+    /// it (a test that writes to an index itself must register it too).
+    pub fn postings_plugin(language: &str) -> std::sync::Arc<dyn tantivy::SegmentPlugin> {
+        crate::postings::WordsPlugin::new(language, crate::analyzer::ANALYSIS)
     }
 
     /// The BM25 field of an opened index.

@@ -2,9 +2,7 @@
 //! also carries the source record (envelope, summary, hash, origin), so a source and its
 //! fragments are written, replaced and deleted together in one atomic commit.
 
-use tantivy::schema::{
-    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STORED, STRING,
-};
+use tantivy::schema::{Field, Schema, TextOptions, FAST, INDEXED, STORED, STRING};
 use tantivy::Index;
 
 use crate::analyzer::{raw_analyzer, word_analyzer, RAW, WORDS};
@@ -17,10 +15,11 @@ pub(crate) struct Fields {
     pub source_key: Field,
     pub fragment_key: Field,
     pub ordinal: Field,
-    /// Title, heading and fragment text through the word analyzer (BM25 field).
+    /// Title, heading and fragment text through the word analyzer (BM25 field): indexed by
+    /// Finder's postings ([`crate::postings`]); by tantivy in indexes made before them.
     pub text: Field,
-    /// The same through the whole-word analyzer (`index.trigrams`); absent in indexes made
-    /// when the trigram channel was a list of character trigrams.
+    /// The same through the whole-word analyzer (`index.trigrams`), indexed the same way;
+    /// absent in indexes made when the trigram channel was a list of character trigrams.
     pub raw: Option<Field>,
     /// Fragment text exactly as in the source (stored only).
     pub body: Field,
@@ -33,22 +32,17 @@ pub(crate) struct Fields {
     pub entity: Option<Field>,
 }
 
+/// The schema of a new index. The analysed fields are neither indexed nor stored by tantivy:
+/// Finder's postings plugin reads their values as tantivy writes each document.
 pub(crate) fn build_schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
-    let analyzed = |name: &str| {
-        TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default()
-                .set_tokenizer(name)
-                .set_index_option(IndexRecordOption::WithFreqs),
-        )
-    };
     let fields = Fields {
         source_id: b.add_text_field("source_id", STRING | STORED),
         source_key: b.add_u64_field("source_key", INDEXED | FAST | STORED),
         fragment_key: b.add_u64_field("fragment_key", INDEXED | FAST | STORED),
         ordinal: b.add_u64_field("ordinal", INDEXED | FAST | STORED),
-        text: b.add_text_field("text", analyzed(WORDS)),
-        raw: Some(b.add_text_field("raw", analyzed(RAW))),
+        text: b.add_text_field("text", TextOptions::default()),
+        raw: Some(b.add_text_field("raw", TextOptions::default())),
         body: b.add_text_field("body", STORED),
         meta: b.add_text_field("meta", STORED),
         vector: Some(b.add_bytes_field("vector", STORED)),

@@ -483,8 +483,22 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
         source,
     })?;
     let exists = path.join("meta.json").exists();
+    // Finder's postings, written by a plugin tantivy must be given at every open that writes
+    // (a run of the current analysis: an index of an older one is rebuilt).
+    let plugin = crate::postings::WordsPlugin::new(&settings.index.language, ANALYSIS);
     let index = if exists {
-        Index::open_in_dir(&path).map_err(|e| store_error(dir, e))?
+        let mut index = Index::open_in_dir(&path).map_err(|e| store_error(dir, e))?;
+        // An index made before Finder wrote its own postings keeps tantivy's: tantivy adds no
+        // plugin to an index that has segments, so its analysed fields stay tantivy's.
+        let metas = index.load_metas().map_err(|e| store_error(dir, e))?;
+        if metas
+            .persisted_custom_extensions
+            .iter()
+            .any(|e| e == crate::postings::EXTENSION)
+        {
+            index.register_plugin(plugin);
+        }
+        index
     } else {
         let (schema, _) = build_schema();
         let settings = IndexSettings {
@@ -497,6 +511,7 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
         Index::builder()
             .schema(schema)
             .settings(settings)
+            .register_plugin(plugin)
             .create_in_dir(&path)
             .map_err(|e| store_error(dir, e))?
     };

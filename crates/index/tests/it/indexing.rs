@@ -521,7 +521,8 @@ fn an_index_of_an_older_word_analysis_is_read_as_written_then_rebuilt() {
     drop(finder);
 
     // Relabel the commit as one written before the analysis was recorded (version 1).
-    let lexical = tantivy::Index::open_in_dir(fx.index_dir().join("lexical")).unwrap();
+    let mut lexical = tantivy::Index::open_in_dir(fx.index_dir().join("lexical")).unwrap();
+    lexical.register_plugin(finder_index::testing::postings_plugin("english"));
     let mut info: serde_json::Value =
         serde_json::from_str(&lexical.load_metas().unwrap().payload.unwrap()).unwrap();
     info.as_object_mut().unwrap().remove("analysis");
