@@ -252,12 +252,7 @@ impl Finder {
         };
         let vectors = VectorIndex::open(&dir.join(VECTOR_DIR)).map_err(|e| e.to_string());
         let graph = crate::graph::GraphIndex::load(dir);
-        let own_postings = index
-            .load_metas()
-            .map_err(|e| store_error(dir, e))?
-            .persisted_custom_extensions
-            .iter()
-            .any(|e| e == crate::postings::EXTENSION);
+        let own_postings = crate::postings::made_with(&index).map_err(|e| store_error(dir, e))?;
         Ok(Finder {
             addresses: PerGeneration::default(),
             grams: PerGeneration::default(),

@@ -85,6 +85,16 @@ impl WordsPlugin {
     }
 }
 
+/// Whether `index` was made with Finder's postings (tantivy records a plugin's extensions at
+/// the index's creation), not tantivy's (an index made before them).
+pub(crate) fn made_with(index: &tantivy::Index) -> tantivy::Result<bool> {
+    Ok(index
+        .load_metas()?
+        .persisted_custom_extensions
+        .iter()
+        .any(|e| e == EXTENSION))
+}
+
 /// The two fields a schema holds for the plugin (the whole-word field is absent from the
 /// oldest schemas).
 fn fields_of(schema: &Schema) -> Vec<Field> {

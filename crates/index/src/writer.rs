@@ -490,12 +490,7 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
         let mut index = Index::open_in_dir(&path).map_err(|e| store_error(dir, e))?;
         // An index made before Finder wrote its own postings keeps tantivy's: tantivy adds no
         // plugin to an index that has segments, so its analysed fields stay tantivy's.
-        let metas = index.load_metas().map_err(|e| store_error(dir, e))?;
-        if metas
-            .persisted_custom_extensions
-            .iter()
-            .any(|e| e == crate::postings::EXTENSION)
-        {
+        if crate::postings::made_with(&index).map_err(|e| store_error(dir, e))? {
             index.register_plugin(plugin);
         }
         index
