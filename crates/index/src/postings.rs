@@ -25,8 +25,8 @@
 //!   the terms' bytes end to end, in order; the term table, 16 bytes a term (where its bytes
 //!   end, its document frequency (u32), where its postings start (u64, from the file's start));
 //! - a term's postings: blocks of [`BLOCK`] documents, each a byte of bit width for the
-//!   document deltas and one for the frequencies, then both packed ([`BitPacker4x`]); the last
-//!   `doc_freq % BLOCK` documents as varint deltas and varint frequencies;
+//!   document deltas and one for the frequencies less one, then both packed ([`BitPacker4x`]);
+//!   the last `doc_freq % BLOCK` documents as varint deltas and varint frequencies;
 //! - the directory: per field, its field id (u32), term count (u32), token total (u64), and
 //!   where its postings, norms, term bytes and term table start (u64 each); then the field
 //!   count (u32) and [`MAGIC`].
