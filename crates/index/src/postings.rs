@@ -50,6 +50,7 @@ use tantivy::{
 };
 
 use crate::analyzer::{raw_analyzer, word_analyzer};
+use crate::pages::{u32_at, u64_at};
 
 /// The extension of the postings files.
 pub(crate) const EXTENSION: &str = "fpost";
@@ -774,14 +775,6 @@ struct Section {
     norms: usize,
     term_bytes: usize,
     table: usize,
-}
-
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"))
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight bytes"))
 }
 
 impl WordsFile {
