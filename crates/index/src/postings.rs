@@ -339,24 +339,24 @@ impl FieldWriter {
         id
     }
 
+    /// The term ids of `words` to the current document's.
+    fn push_words<'t>(&mut self, words: impl Iterator<Item = &'t str>) {
+        for word in words {
+            let id = self.id_of(word);
+            if id != NO_TERM {
+                self.doc_terms.push(id);
+            }
+        }
+    }
+
     /// Indexes `texts` (the field's values in one document) as the document after the last.
-    fn add(&mut self, texts: &[&str]) {
+    fn add<'t>(&mut self, texts: impl Iterator<Item = &'t str>) {
         self.doc_terms.clear();
         for text in texts {
             if self.alphanumeric {
-                for word in alphanumeric_runs(text) {
-                    let id = self.id_of(word);
-                    if id != NO_TERM {
-                        self.doc_terms.push(id);
-                    }
-                }
+                self.push_words(alphanumeric_runs(text));
             } else {
-                for word in text.split_whitespace() {
-                    let id = self.id_of(word);
-                    if id != NO_TERM {
-                        self.doc_terms.push(id);
-                    }
-                }
+                self.push_words(text.split_whitespace());
             }
         }
         let tokens = self.doc_terms.len() as u32;
@@ -490,11 +490,7 @@ impl PluginWriter for WordsWriter {
                 TantivyError::InvalidArgument("Finder's postings take TantivyDocuments".into())
             })?;
         for field in &mut self.fields {
-            let texts: Vec<&str> = doc
-                .get_all(field.field)
-                .filter_map(|value| value.as_str())
-                .collect();
-            field.add(&texts);
+            field.add(doc.get_all(field.field).filter_map(|value| value.as_str()));
         }
         self.docs += 1;
         Ok(())
