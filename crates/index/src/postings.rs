@@ -96,12 +96,12 @@ pub(crate) fn made_with(index: &tantivy::Index) -> tantivy::Result<bool> {
         .any(|e| e == EXTENSION))
 }
 
-/// The two fields a schema holds for the plugin (the whole-word field is absent from the
-/// oldest schemas).
-fn fields_of(schema: &Schema) -> Vec<Field> {
+/// The two fields a schema holds for the plugin, each with its name (the whole-word field
+/// is absent from the oldest schemas).
+fn fields_of(schema: &Schema) -> Vec<(&'static str, Field)> {
     [TEXT, RAW]
-        .iter()
-        .filter_map(|name| schema.get_field(name).ok())
+        .into_iter()
+        .filter_map(|name| Some((name, schema.get_field(name).ok()?)))
         .collect()
 }
 
@@ -120,13 +120,14 @@ impl SegmentPlugin for WordsPlugin {
         let schema = ctx.segment.schema();
         let fields = fields_of(&schema)
             .into_iter()
-            .map(|field| {
-                let analyzer = if schema.get_field_name(field) == TEXT {
+            .map(|(name, field)| {
+                let words = name == TEXT;
+                let analyzer = if words {
                     word_analyzer(&self.language, self.analysis)
                 } else {
                     raw_analyzer()
                 };
-                FieldWriter::new(field, analyzer, schema.get_field_name(field) == TEXT)
+                FieldWriter::new(field, analyzer, words)
             })
             .collect();
         Ok(Box::new(WordsWriter { fields, docs: 0 }))
@@ -167,11 +168,11 @@ impl SegmentPlugin for WordsPlugin {
             .open_write(SegmentComponent::Custom(EXTENSION.into()))?;
         let mut out = Counting::new(write);
         let mut directory = Vec::new();
-        for field in fields_of(ctx.schema) {
+        let has_deletes = ctx.readers.iter().any(SegmentReader::has_deletes);
+        for (_, field) in fields_of(ctx.schema) {
             let sections: Vec<Option<FieldWords<'_>>> =
                 files.iter().map(|file| file.field(field)).collect();
             let mut norms = vec![0u8; next as usize];
-            let has_deletes = ctx.readers.iter().any(SegmentReader::has_deletes);
             let mut total_tokens = 0u64;
             for ((section, ids), reader) in sections.iter().zip(&new_ids).zip(ctx.readers) {
                 let Some(section) = section else { continue };
@@ -715,7 +716,22 @@ pub(crate) struct Blocks<'a> {
     len: usize,
 }
 
-impl Blocks<'_> {
+impl<'a> Blocks<'a> {
+    /// The `doc_freq` postings encoded at `at` in `bytes`, their first block read.
+    fn new(bytes: &'a [u8], at: usize, doc_freq: u32) -> Blocks<'a> {
+        let mut blocks = Blocks {
+            bytes,
+            at,
+            left: doc_freq,
+            previous: 0,
+            docs: [0; BLOCK],
+            tfs: [0; BLOCK],
+            len: 0,
+        };
+        blocks.advance();
+        blocks
+    }
+
     pub(crate) fn docs(&self) -> &[DocId] {
         &self.docs[..self.len]
     }
@@ -897,17 +913,7 @@ impl<'a> FieldWords<'a> {
 
     /// The postings of a term this field holds, its first block read.
     pub(crate) fn postings(&self, entry: TermEntry) -> Blocks<'a> {
-        let mut blocks = Blocks {
-            bytes: self.bytes,
-            at: entry.start,
-            left: entry.doc_freq,
-            previous: 0,
-            docs: [0; BLOCK],
-            tfs: [0; BLOCK],
-            len: 0,
-        };
-        blocks.advance();
-        blocks
+        Blocks::new(self.bytes, entry.start, entry.doc_freq)
     }
 }
 
@@ -924,16 +930,7 @@ mod tests {
     fn decode(docs: &[DocId], tfs: &[u32]) -> (Vec<DocId>, Vec<u32>) {
         let mut bytes = Vec::new();
         encode_postings(docs, tfs, &mut bytes);
-        let mut blocks = Blocks {
-            bytes: &bytes,
-            at: 0,
-            left: docs.len() as u32,
-            previous: 0,
-            docs: [0; BLOCK],
-            tfs: [0; BLOCK],
-            len: 0,
-        };
-        blocks.advance();
+        let mut blocks = Blocks::new(&bytes, 0, docs.len() as u32);
         let (mut out_docs, mut out_tfs) = (Vec::new(), Vec::new());
         while !blocks.docs().is_empty() {
             out_docs.extend_from_slice(blocks.docs());
