@@ -125,8 +125,7 @@ fn store_error(dir: &std::path::Path, source: tantivy::TantivyError) -> IndexErr
 pub mod testing {
     //! Internals exposed for the integration tests and benchmarks only.
     pub use crate::analyzer::terms as analyze;
-    pub use crate::lexical::{field_stats, query_terms, segment_words, top_k};
-    pub use crate::postings::WordsFile;
+    pub use crate::lexical::{query_terms, top_k};
     pub use crate::vector::ann::{Hnsw, HnswParams};
 
     /// The word analyzer for `language`, as new indexes use it.

@@ -774,7 +774,7 @@ impl<'a> Blocks<'a> {
 }
 
 /// A segment's postings file, read.
-pub struct WordsFile {
+pub(crate) struct WordsFile {
     bytes: OwnedBytes,
     sections: Vec<Section>,
 }
