@@ -9,7 +9,10 @@
 //! analysis runs once per distinct word of a segment), and appends each document's sorted
 //! (term, frequency) pairs to one list; the per-term lists are made by one counting sort when
 //! the segment is written. Measured on the same documents, the two fields' postings took
-//! 0.49× tantivy's time at 1M records (docs/BENCHMARKS.md, nineteenth pass).
+//! 0.49× tantivy's time at 1M records (docs/BENCHMARKS.md, nineteenth pass). When a
+//! document's two fields hold the same text (as Finder's writer makes them), one probe per
+//! whitespace-separated word gives its terms in both ([`BothFields`]): the 1M lexical build
+//! took 0.80× the time of two probes (twenty-first pass).
 //!
 //! The terms are exactly the analyzers' ([`crate::analyzer`]): every filter of the word
 //! analyzer acts on one token alone, so a word split as tantivy's `SimpleTokenizer` splits
@@ -130,7 +133,11 @@ impl SegmentPlugin for WordsPlugin {
                 FieldWriter::new(field, analyzer, words)
             })
             .collect();
-        Ok(Box::new(WordsWriter { fields, docs: 0 }))
+        Ok(Box::new(WordsWriter {
+            fields,
+            both: BothFields::default(),
+            docs: 0,
+        }))
     }
 
     fn merge(&self, ctx: PluginMergeContext) -> tantivy::Result<()> {
@@ -234,41 +241,55 @@ impl SegmentPlugin for WordsPlugin {
     }
 }
 
-/// Words → term ids: a word of at most 15 bytes is its own key (its bytes and its length in a
-/// `u128`: one probe, no key read elsewhere), a longer one a boxed string.
-#[derive(Default)]
-struct Memo {
-    short: FastMap<u128, u32>,
-    long: FastMap<Box<str>, u32>,
+/// Words → a value (a term id, or a word's ids in both fields): a word of at most 15 bytes is
+/// its own key (its bytes and its length in two `u64`s: one probe, no key read elsewhere, and
+/// an entry of 24 bytes at most), a longer one a boxed string.
+struct Memo<V> {
+    short: FastMap<(u64, u64), V>,
+    long: FastMap<Box<str>, V>,
 }
 
-impl Memo {
-    fn key(word: &str) -> Option<u128> {
+impl<V> Default for Memo<V> {
+    fn default() -> Memo<V> {
+        Memo {
+            short: FastMap::default(),
+            long: FastMap::default(),
+        }
+    }
+}
+
+impl<V: Copy> Memo<V> {
+    fn key(word: &str) -> Option<(u64, u64)> {
         let bytes = word.as_bytes();
         (bytes.len() < 16).then(|| {
             let mut key = [0u8; 16];
             key[..bytes.len()].copy_from_slice(bytes);
             key[15] = bytes.len() as u8;
-            u128::from_le_bytes(key)
+            let (low, high) = key.split_at(8);
+            (
+                u64::from_le_bytes(low.try_into().expect("8 bytes")),
+                u64::from_le_bytes(high.try_into().expect("8 bytes")),
+            )
         })
     }
 
-    fn get(&self, word: &str) -> Option<u32> {
-        match Memo::key(word) {
+    fn get(&self, word: &str) -> Option<V> {
+        match Memo::<V>::key(word) {
             Some(key) => self.short.get(&key).copied(),
             None => self.long.get(word).copied(),
         }
     }
 
-    fn insert(&mut self, word: &str, id: u32) {
-        match Memo::key(word) {
-            Some(key) => self.short.insert(key, id),
-            None => self.long.insert(word.into(), id),
+    fn insert(&mut self, word: &str, value: V) {
+        match Memo::<V>::key(word) {
+            Some(key) => self.short.insert(key, value),
+            None => self.long.insert(word.into(), value),
         };
     }
 
     fn bytes(&self) -> usize {
-        self.short.capacity() * 20 + self.long.capacity() * 28
+        self.short.capacity() * (size_of::<((u64, u64), V)>() + 1)
+            + self.long.capacity() * (size_of::<(Box<str>, V)>() + 1 + 8)
     }
 }
 
@@ -280,7 +301,7 @@ struct FieldWriter {
     /// whitespace (the whole-word analyzer).
     alphanumeric: bool,
     /// A word as written → its term id, or [`NO_TERM`].
-    memo: Memo,
+    memo: Memo<u32>,
     /// A term → its id, and the terms by id.
     ids: FastMap<Box<str>, u32>,
     terms: Vec<Box<str>>,
@@ -320,24 +341,28 @@ impl FieldWriter {
         if let Some(id) = self.memo.get(word) {
             return id;
         }
-        let mut stream = self.analyzer.token_stream(word);
-        let id = if stream.advance() {
-            let term = stream.token().text.as_str();
-            match self.ids.get(term) {
-                Some(&id) => id,
-                None => {
-                    let id = self.terms.len() as u32;
-                    self.ids.insert(term.into(), id);
-                    self.terms.push(term.into());
-                    self.term_bytes += 2 * (term.len() + 16);
-                    id
-                }
-            }
-        } else {
-            NO_TERM
-        };
+        let id = self.analyse(word);
         self.memo.insert(word, id);
         id
+    }
+
+    /// The term id of `word` analysed alone (the term added if new), or [`NO_TERM`].
+    fn analyse(&mut self, word: &str) -> u32 {
+        let mut stream = self.analyzer.token_stream(word);
+        if !stream.advance() {
+            return NO_TERM;
+        }
+        let term = stream.token().text.as_str();
+        match self.ids.get(term) {
+            Some(&id) => id,
+            None => {
+                let id = self.terms.len() as u32;
+                self.ids.insert(term.into(), id);
+                self.terms.push(term.into());
+                self.term_bytes += 2 * (term.len() + 16);
+                id
+            }
+        }
     }
 
     /// The term ids of `words` to the current document's.
@@ -360,6 +385,12 @@ impl FieldWriter {
                 self.push_words(text.split_whitespace());
             }
         }
+        self.end_document();
+    }
+
+    /// Ends the document whose term ids are in `doc_terms`: its length code and its
+    /// (term, frequency) pairs.
+    fn end_document(&mut self) {
         let tokens = self.doc_terms.len() as u32;
         self.total_tokens += u64::from(tokens);
         self.norms.push(FieldNormReader::fieldnorm_to_id(tokens));
@@ -468,7 +499,106 @@ fn alphanumeric_runs(text: &str) -> impl Iterator<Item = &str> {
 /// The writer of one segment: each document's field values to each field's writer.
 struct WordsWriter {
     fields: Vec<FieldWriter>,
+    /// For documents whose two fields hold the same text.
+    both: BothFields,
     docs: u32,
+}
+
+impl WordsWriter {
+    /// Whether the document's word field and whole-word field hold the same values (as
+    /// Finder's writer makes them when the trigram expansions are on).
+    fn same_text(&self, doc: &TantivyDocument) -> bool {
+        let values = |field: &FieldWriter| doc.get_all(field.field).filter_map(|v| v.as_str());
+        match &self.fields[..] {
+            [words, raw] if words.alphanumeric && !raw.alphanumeric => {
+                values(words).eq(values(raw))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A whitespace-separated word's terms in both fields, found with one probe where each field
+/// would make its own: the word field's words are the alphanumeric runs of each
+/// whitespace-separated word (whitespace is never alphanumeric), so a word as written gives
+/// the same terms wherever it stands.
+#[derive(Default)]
+struct BothFields {
+    /// A word as written → its whole-word term id (or [`NO_TERM`]) and its word-field term
+    /// ids: [`NO_TERM`] for none, an id below [`LISTED`] for one, else `LISTED + i` with
+    /// `lists[i]` their count and the ids after it.
+    memo: Memo<(u32, u32)>,
+    lists: Vec<u32>,
+}
+
+/// Marks a word's word-field ids as kept in [`BothFields::lists`]. The lists stay far below
+/// 2³¹ entries: their bytes count in the writer's memory, which tantivy keeps under 4 GB.
+const LISTED: u32 = 1 << 31;
+
+impl BothFields {
+    /// Indexes `texts` (one document's values of both fields) in `words` and `raw`.
+    fn add<'t>(
+        &mut self,
+        words: &mut FieldWriter,
+        raw: &mut FieldWriter,
+        texts: impl Iterator<Item = &'t str>,
+    ) {
+        words.doc_terms.clear();
+        raw.doc_terms.clear();
+        for text in texts {
+            for word in text.split_whitespace() {
+                let (whole, parts) = match self.memo.get(word) {
+                    Some(found) => found,
+                    None => self.learn(word, words, raw),
+                };
+                if whole != NO_TERM {
+                    raw.doc_terms.push(whole);
+                }
+                if parts < LISTED {
+                    words.doc_terms.push(parts);
+                } else if parts != NO_TERM {
+                    let at = (parts - LISTED) as usize;
+                    let count = self.lists[at] as usize;
+                    words
+                        .doc_terms
+                        .extend_from_slice(&self.lists[at + 1..at + 1 + count]);
+                }
+            }
+        }
+        words.end_document();
+        raw.end_document();
+    }
+
+    /// Analyses `word` for both fields, remembers and returns its terms.
+    fn learn(&mut self, word: &str, words: &mut FieldWriter, raw: &mut FieldWriter) -> (u32, u32) {
+        let whole = raw.analyse(word);
+        let at = self.lists.len();
+        self.lists.push(0);
+        for part in alphanumeric_runs(word) {
+            let id = words.id_of(part);
+            if id != NO_TERM {
+                self.lists.push(id);
+            }
+        }
+        let count = self.lists.len() - at - 1;
+        let parts = match count {
+            0 => NO_TERM,
+            1 if self.lists[at + 1] < LISTED => self.lists[at + 1],
+            _ => {
+                self.lists[at] = count as u32;
+                LISTED + at as u32
+            }
+        };
+        if parts < LISTED || parts == NO_TERM {
+            self.lists.truncate(at);
+        }
+        self.memo.insert(word, (whole, parts));
+        (whole, parts)
+    }
+
+    fn mem_usage(&self) -> usize {
+        self.memo.bytes() + self.lists.capacity() * 4
+    }
 }
 
 impl PluginWriter for WordsWriter {
@@ -490,8 +620,16 @@ impl PluginWriter for WordsWriter {
             .ok_or_else(|| {
                 TantivyError::InvalidArgument("Finder's postings take TantivyDocuments".into())
             })?;
-        for field in &mut self.fields {
-            field.add(doc.get_all(field.field).filter_map(|value| value.as_str()));
+        if self.same_text(doc) {
+            let [words, raw] = &mut self.fields[..] else {
+                unreachable!("same_text holds for two fields only")
+            };
+            let texts = doc.get_all(words.field).filter_map(|value| value.as_str());
+            self.both.add(words, raw, texts);
+        } else {
+            for field in &mut self.fields {
+                field.add(doc.get_all(field.field).filter_map(|value| value.as_str()));
+            }
         }
         self.docs += 1;
         Ok(())
@@ -518,7 +656,11 @@ impl PluginWriter for WordsWriter {
     }
 
     fn mem_usage(&self) -> usize {
-        self.fields.iter().map(FieldWriter::mem_usage).sum()
+        self.fields
+            .iter()
+            .map(FieldWriter::mem_usage)
+            .sum::<usize>()
+            + self.both.mem_usage()
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -1057,8 +1199,8 @@ mod tests {
         (terms, norms, words.total_tokens())
     }
 
-    /// Writes `texts` into a fresh in-memory index, a third then the rest (two segments of
-    /// different sizes), deletes every third, and merges the segments, smaller first, when
+    /// Writes `texts` into a fresh in-memory index (every fifth without its whole-word value),
+    /// a third then the rest (two segments of different sizes), deletes every third, and merges the segments, smaller first, when
     /// `merge`: with tantivy's postings for the two fields, or with Finder's.
     fn write(texts: &[String], own: bool, merge: bool) -> Index {
         let mut b = Schema::builder();
@@ -1086,11 +1228,13 @@ mod tests {
         writer.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
         let half = texts.len() / 3;
         for (i, t) in texts.iter().enumerate() {
-            writer
-                .add_document(
-                    tantivy::doc!(id => i.to_string(), text => t.as_str(), raw => t.as_str()),
-                )
-                .unwrap();
+            // Every fifth document without its whole-word value (as with the trigram
+            // expansions off): the plugin's path for fields that differ.
+            let mut doc = tantivy::doc!(id => i.to_string(), text => t.as_str());
+            if i % 5 != 4 {
+                doc.add_text(raw, t);
+            }
+            writer.add_document(doc).unwrap();
             if i + 1 == half {
                 writer.commit().unwrap();
             }
