@@ -15,6 +15,7 @@ pub mod fuzzing;
 pub mod graph;
 mod ingest;
 mod keys;
+mod large_writes;
 mod lexical;
 mod order;
 mod pages;

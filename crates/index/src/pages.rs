@@ -30,6 +30,7 @@ use finder_core::{Envelope, Extent};
 use tantivy::directory::{FileSlice, OwnedBytes};
 use tantivy::{Directory, HasLen, SegmentReader};
 
+use crate::large_writes::WRITE_BYTES;
 use crate::pread::PreadDirectory;
 use crate::record::{PageRecord, PageSource};
 use crate::schema::Fields;
@@ -426,7 +427,7 @@ fn write_segment(dir: &Path, target: &Path, segment: &SegmentReader, fields: Fie
         path: tmp.clone(),
         source,
     };
-    let mut out = BufWriter::new(File::create(&tmp).map_err(io)?);
+    let mut out = BufWriter::with_capacity(WRITE_BYTES, File::create(&tmp).map_err(io)?);
     let start = HEADER_BYTES + 8 * (docs + 1);
     out.write_all(&vec![0; start]).map_err(io)?;
     let store = segment

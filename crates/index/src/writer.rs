@@ -21,6 +21,7 @@ use crate::analyzer::ANALYSIS;
 use crate::document::{Problem, SourceDoc};
 use crate::error::{IndexError, Result};
 use crate::keys::{fragment_key, source_key};
+use crate::large_writes::WriteDirectory;
 use crate::pread::PreadDirectory;
 use crate::record::{CommitInfo, FragmentRecord, RunCounts, SourceRecord, FORMAT};
 use crate::schema::{build_schema, register_analyzers, resolve, Fields};
@@ -487,7 +488,8 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
     // (a run of the current analysis: an index of an older one is rebuilt).
     let plugin = crate::postings::WordsPlugin::new(&settings.index.language, ANALYSIS);
     let index = if exists {
-        let mut index = Index::open_in_dir(&path).map_err(|e| store_error(dir, e))?;
+        let directory = WriteDirectory::open(&path).map_err(|e| store_error(dir, e))?;
+        let mut index = Index::open(directory).map_err(|e| store_error(dir, e))?;
         // An index made before Finder wrote its own postings keeps tantivy's: tantivy adds no
         // plugin to an index that has segments, so its analysed fields stay tantivy's.
         if crate::postings::made_with(&index).map_err(|e| store_error(dir, e))? {
@@ -503,11 +505,13 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
             docstore_compression: tantivy::store::Compressor::None,
             ..IndexSettings::default()
         };
+        // No index is there, so this creates one (tantivy's `create` over a directory of
+        // one's own is crate-private).
         Index::builder()
             .schema(schema)
             .settings(settings)
             .register_plugin(plugin)
-            .create_in_dir(&path)
+            .open_or_create(WriteDirectory::open(&path).map_err(|e| store_error(dir, e))?)
             .map_err(|e| store_error(dir, e))?
     };
     let fields = resolve(&index.schema()).ok_or_else(|| IndexError::Corrupt {
