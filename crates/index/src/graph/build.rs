@@ -179,8 +179,10 @@ impl GraphData {
             .iter_mut()
             .flat_map(|s| s.fragments.iter_mut().map(|f| std::mem::take(&mut f.body)))
             .collect();
-        let file = extract(sources, &InMemory(bodies), g, built_from)
+        let mut aside = Aside::default();
+        let file = extract(sources, &InMemory(bodies), g, built_from, &mut aside)
             .expect("texts held in memory are always readable");
+        drop(aside);
         GraphData(file)
     }
 
@@ -285,7 +287,8 @@ pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
             .zip(0u32..)
             .collect(),
     };
-    let file = extract(sources, &texts, g, built_from)?;
+    let mut aside = Aside::default();
+    let file = extract(sources, &texts, g, built_from, &mut aside)?;
     drop(texts);
     let mut report = report_of(&file);
     std::fs::create_dir_all(&gdir).map_err(io(&gdir))?;
@@ -308,6 +311,7 @@ pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
     sync_dir(&gdir).map_err(io(&gdir))?;
     let state = gdir.join(STATE_FILE);
     write_synced(&state, build_key(g, generation).as_bytes()).map_err(io(&state))?;
+    drop(aside);
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -478,11 +482,37 @@ impl Entities {
     }
 }
 
+/// Values dropped on threads of their own, joined when this is dropped. Freeing a million
+/// sources, or a matcher of a million aliases, takes most of a second; the build's
+/// single-threaded steps after it (and the writing of the file) need not wait for it.
+#[derive(Default)]
+struct Aside(Vec<std::thread::JoinHandle<()>>);
+
+impl Aside {
+    /// Drops `value` on a new thread (on this one if none can be started).
+    fn drop<T: Send + 'static>(&mut self, value: T) {
+        let spawned = std::thread::Builder::new()
+            .name("graph-drop".into())
+            .spawn(move || drop(value));
+        self.0.extend(spawned.ok());
+    }
+}
+
+impl Drop for Aside {
+    fn drop(&mut self) {
+        for handle in self.0.drain(..) {
+            // A panic while dropping has already been reported by the thread.
+            let _ = handle.join();
+        }
+    }
+}
+
 fn extract(
     sources: Vec<GraphSource>,
     texts: &dyn Texts,
     g: &GraphSettings,
     built_from: u64,
+    aside: &mut Aside,
 ) -> Result<GraphFile> {
     let mut fragments = Vec::new();
     // First fragment node of each source, in `sources` order.
@@ -631,7 +661,7 @@ fn extract(
     // sources) are done with: the mention passes below need only the names and the nodes.
     drop(by_id);
     drop(resolver);
-    drop(sources);
+    aside.drop(sources);
     let source_links = source_links.len();
 
     // Missing link targets are named things too.
@@ -675,33 +705,48 @@ fn extract(
             Err(e) => Err(e),
         };
         if let Ok((matcher, renumbered)) = matcher {
-            // The edges follow in fragment-node order.
-            for (frag, found) in hits.into_iter().enumerate() {
-                let this = frag as u32;
-                for m in matcher.mentions_of_hits(&found, &renumbered) {
-                    // A title entity is its paragraph: the mention links the paragraphs
-                    // directly (one hop), the entity stays the query's way in.
-                    let named = names[m.entity as usize].0;
-                    let target = title_owner.get(&named).map_or(named, |&si| heads[si]);
-                    let same_source =
-                        (target as usize) < owner.len() && owner[target as usize] == owner[frag];
-                    if !same_source && !linked.contains(&(this, target)) {
-                        add(&mut edges, this, target, RelationKind::Mentions);
+            // The edges follow in fragment-node order, made a range of fragments at a time
+            // on every core.
+            let ranges: Vec<std::ops::Range<usize>> = (0..hits.len())
+                .step_by(TEXT_SHARE)
+                .map(|start| start..hits.len().min(start + TEXT_SHARE))
+                .collect();
+            let found = crate::each_on_cores(&ranges, |range| {
+                let mut found = Vec::new();
+                for frag in range.clone() {
+                    let this = frag as u32;
+                    for m in matcher.mentions_of_hits(&hits[frag], &renumbered) {
+                        // A title entity is its paragraph: the mention links the paragraphs
+                        // directly (one hop), the entity stays the query's way in.
+                        let named = names[m.entity as usize].0;
+                        let target = title_owner.get(&named).map_or(named, |&si| heads[si]);
+                        let same_source = (target as usize) < owner.len()
+                            && owner[target as usize] == owner[frag];
+                        if !same_source && !linked.contains(&(this, target)) {
+                            add(&mut found, this, target, RelationKind::Mentions);
+                        }
                     }
                 }
-            }
+                found
+            });
+            aside.drop(hits);
+            edges.extend(found.into_iter().flatten());
             for d in matcher.dropped() {
                 dropped_aliases.push(format!("{}: {}", d.alias, d.reason));
             }
-            let kept: FastSet<u32> = (0..matcher.aliases().len())
-                .flat_map(|i| matcher.alias_owners(i).iter().map(|(e, _)| *e))
-                .collect();
+            // The names some kept alias still stands for.
+            let mut kept = vec![false; names.len()];
+            for i in 0..matcher.aliases().len() {
+                for &(e, _) in matcher.alias_owners(i) {
+                    kept[e as usize] = true;
+                }
+            }
             names = names
                 .into_iter()
-                .enumerate()
-                .filter(|(i, _)| kept.contains(&(*i as u32)))
-                .map(|(_, n)| n)
+                .zip(kept)
+                .filter_map(|(n, kept)| kept.then_some(n))
                 .collect();
+            aside.drop(matcher);
         }
     }
     edges.sort_unstable();

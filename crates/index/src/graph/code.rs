@@ -15,6 +15,10 @@ use std::ops::Range;
 /// four-space indentation is far more often a nested list item than code.
 pub fn code_ranges(text: &str) -> Vec<Range<usize>> {
     let mut out = Vec::new();
+    // Code needs a backtick or a tilde; most texts have neither.
+    if memchr::memchr2(b'`', b'~', text.as_bytes()).is_none() {
+        return out;
+    }
     let mut fence: Option<(u8, usize, usize)> = None;
     let mut paragraph: Option<usize> = None;
     let mut offset = 0;
@@ -92,14 +96,11 @@ fn inline_code(text: &str, start: usize, end: usize, out: &mut Vec<Range<usize>>
     let bytes = &text.as_bytes()[start..end];
     let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'`' {
-            let len = bytes[i..].iter().take_while(|&&b| b == b'`').count();
-            runs.push((start + i, len));
-            i += len;
-        } else {
-            i += 1;
-        }
+    while let Some(found) = memchr::memchr(b'`', &bytes[i..]) {
+        i += found;
+        let len = bytes[i..].iter().take_while(|&&b| b == b'`').count();
+        runs.push((start + i, len));
+        i += len;
     }
     if runs.len() < 2 {
         return;

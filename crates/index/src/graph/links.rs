@@ -51,6 +51,10 @@ pub struct Link {
 
 /// Every link of `text` (wiki and Markdown) outside code, in text order.
 pub fn links(text: &str, style: LinkStyle) -> Vec<Link> {
+    // Both kinds open with `[`; most texts have none.
+    if memchr::memchr(b'[', text.as_bytes()).is_none() {
+        return Vec::new();
+    }
     let code = code_ranges(text);
     let mut out = wiki_links_outside(text, style, &code);
     let wiki: Vec<Range<usize>> = out.iter().map(|l| l.range.clone()).collect();
@@ -343,8 +347,9 @@ fn markdown_links_outside(text: &str, code: &[Range<usize>]) -> Vec<Link> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] != b'[' || contains(code, i) {
+    while let Some(found) = memchr::memchr(b'[', &bytes[i.min(bytes.len())..]) {
+        i += found;
+        if contains(code, i) {
             i += 1;
             continue;
         }

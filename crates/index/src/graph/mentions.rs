@@ -4,11 +4,12 @@
 //! Text and aliases are folded the same way: split into words on every non-alphanumeric
 //! character, lowercased and accent-folded with the same tantivy filters as the lexical
 //! index, and joined by single spaces (`Jean-Luc Godard` → `jean luc godard`). Every run of
-//! words an alias could start is in one hash table, keyed by a hash of its words: from each
-//! word of the folded text the scan extends the run word by word while some alias still
-//! starts with it, and reports the runs that are an alias (checked byte for byte, so a hash
-//! collision costs a comparison, never a wrong match). Matches are therefore whole words by
-//! construction, overlapping ones included; the leftmost-longest choice is made afterwards.
+//! words an alias could start is in a hash table, keyed by a hash of its words (runs of one
+//! word in a small table of their own, longer ones in a large one behind a Bloom filter):
+//! from each word of the folded text the scan extends the run word by word while some alias
+//! still starts with it, and reports the runs that are an alias (checked byte for byte, so a
+//! hash collision costs a comparison, never a wrong match). Matches are therefore whole words
+//! by construction, overlapping ones included; the leftmost-longest choice is made afterwards.
 //! A scan costs a table lookup or two per word, whatever the number of aliases (the
 //! Aho–Corasick automata this replaced were walked byte by byte, once per 8 MB shard of
 //! patterns, and their build held about 50 bytes per pattern byte).
@@ -20,6 +21,7 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use finder_core::FastMap;
 use tantivy::tokenizer::{AsciiFoldingFilter, LowerCaser, SimpleTokenizer, TextAnalyzer};
@@ -246,8 +248,12 @@ pub struct MentionBuildError(String);
 pub struct MentionMatcher {
     config: MentionConfig,
     aliases: Vec<Alias>,
-    /// The aliases by the hashes of their words.
-    table: WordTable,
+    /// The aliases by the hashes of their words, made by the first scan that needs it: a
+    /// capped matcher whose capping scan kept its hits ([`MentionMatcher::mentions_of_hits`])
+    /// may never scan, and at a million titles the table takes a second to make.
+    table: OnceLock<WordTable>,
+    /// Run hashes are masked with this (all ones; tests narrow it to force collisions).
+    mask: u64,
     dropped: Vec<DroppedAlias>,
 }
 
@@ -278,10 +284,57 @@ struct Run {
     longer: bool,
 }
 
-/// Aliases by the hashes of their words: every prefix of every alias is a key.
+/// A Bloom filter over the keys of a table of runs: 11 to 22 bits a key, three of them set
+/// in one 64-bit word, so asking costs one read from an array a twelfth of the table's size
+/// or less (4 MB at a million titles, where the table of longer runs is over 100 MB). Most
+/// runs of two words a text holds start no alias: the filter answers for them (about 1% of
+/// false positives, never a false negative).
+#[derive(Debug, Clone, Default)]
+struct Filter {
+    words: Vec<u64>,
+}
+
+impl Filter {
+    fn of(keys: &FastMap<u64, Run>) -> Filter {
+        let mut filter = Filter {
+            words: vec![0; (keys.len() * 11 / 64).next_power_of_two().clamp(1, 1 << 26)],
+        };
+        for &key in keys.keys() {
+            let (word, bits) = filter.place(key);
+            filter.words[word] |= bits;
+        }
+        filter
+    }
+
+    /// The word of `key` and its three bits there.
+    fn place(&self, key: u64) -> (usize, u64) {
+        let h = key.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        // The word from the product's top bits (at most 26 of them), the bits from below.
+        let word = (h >> 38) as usize & (self.words.len() - 1);
+        let bits = 1 << ((h >> 20) & 63) | 1 << ((h >> 26) & 63) | 1 << ((h >> 32) & 63);
+        (word, bits)
+    }
+
+    fn may_hold(&self, key: u64) -> bool {
+        if self.words.is_empty() {
+            return false;
+        }
+        let (word, bits) = self.place(key);
+        self.words[word] & bits == bits
+    }
+}
+
+/// Aliases by the hashes of their words: every prefix of every alias is a key. Runs of one
+/// word have a table of their own, as a scan probes one at nearly every word of a text and
+/// the aliases' distinct first words are few.
 #[derive(Debug, Clone)]
 struct WordTable {
-    runs: FastMap<u64, Run>,
+    /// Runs of one word.
+    first: FastMap<u64, Run>,
+    /// Runs of two words or more.
+    longer: FastMap<u64, Run>,
+    /// Which keys `longer` may hold.
+    pairs: Filter,
     /// Per alias, the next alias whose words hash the same ([`NO_ALIAS`] ends the chain).
     same_hash: Vec<u32>,
     /// The most words in an alias: no scan goes further.
@@ -293,19 +346,26 @@ struct WordTable {
 impl WordTable {
     fn new(aliases: &[Alias], mask: u64) -> WordTable {
         let mut table = WordTable {
-            runs: FastMap::default(),
+            first: FastMap::default(),
+            longer: FastMap::default(),
+            pairs: Filter::default(),
             same_hash: vec![NO_ALIAS; aliases.len()],
             max_words: 0,
             mask,
         };
-        table.runs.reserve(aliases.len());
+        table.longer.reserve(2 * aliases.len());
         for (index, alias) in aliases.iter().enumerate() {
             let words = alias.folded.split(' ').count();
             table.max_words = table.max_words.max(words);
             let mut run = RUN_SEED;
             for (k, word) in alias.folded.split(' ').enumerate() {
                 run = extend(run, word_hash(word));
-                let entry = table.runs.entry(run & mask).or_insert(Run {
+                let runs = if k == 0 {
+                    &mut table.first
+                } else {
+                    &mut table.longer
+                };
+                let entry = runs.entry(run & mask).or_insert(Run {
                     alias: NO_ALIAS,
                     longer: false,
                 });
@@ -317,7 +377,20 @@ impl WordTable {
                 }
             }
         }
+        table.pairs = Filter::of(&table.longer);
         table
+    }
+
+    /// What the table knows of a run of `words` words (one or more) whose hash is `run`.
+    fn get(&self, words: usize, run: u64) -> Option<&Run> {
+        let key = run & self.mask;
+        if words == 1 {
+            self.first.get(&key)
+        } else if self.pairs.may_hold(key) {
+            self.longer.get(&key)
+        } else {
+            None
+        }
     }
 }
 
@@ -363,33 +436,46 @@ impl MentionMatcher {
         let mut dropped = Vec::new();
         // (entity, folded alias) pairs already reported, so repeats are reported once.
         let mut reported: HashSet<(u32, String)> = HashSet::new();
+        // Each name as given, and without its disambiguator, in the entities' order.
+        let mut forms: Vec<(u32, String, bool)> = Vec::new();
         for (entity, names) in entities {
             for name in names {
                 let name = name.as_ref().trim();
-                let mut forms = vec![(name.to_string(), false)];
+                forms.push((entity, name.to_string(), false));
                 if let Some(base) = strip_disambiguator(name) {
-                    forms.push((base.to_string(), true));
+                    forms.push((entity, base.to_string(), true));
                 }
-                for (alias, derived) in forms {
-                    let folded = fold(&alias);
+            }
+        }
+        // Folding is most of the work (a million titles take a second): on every core.
+        let folded = on_every_core(&forms, |share| {
+            share
+                .iter()
+                .map(|(_, alias, _)| {
+                    let folded = fold(alias);
                     let reason = filter(&folded, config);
-                    if let Some(reason) = reason {
-                        if reported.insert((entity, folded.clone())) {
-                            dropped.push(DroppedAlias {
-                                entity,
-                                alias,
-                                folded,
-                                reason,
-                            });
-                        }
-                        continue;
-                    }
-                    let group = groups.entry(folded).or_default();
-                    let side = if derived { &mut group.1 } else { &mut group.0 };
-                    if !side.iter().any(|(e, _)| *e == entity) {
-                        side.push((entity, alias));
-                    }
+                    (folded, reason)
+                })
+                .collect::<Vec<_>>()
+        });
+        for ((entity, alias, derived), (folded, reason)) in
+            forms.into_iter().zip(folded.into_iter().flatten())
+        {
+            if let Some(reason) = reason {
+                if reported.insert((entity, folded.clone())) {
+                    dropped.push(DroppedAlias {
+                        entity,
+                        alias,
+                        folded,
+                        reason,
+                    });
                 }
+                continue;
+            }
+            let group = groups.entry(folded).or_default();
+            let side = if derived { &mut group.1 } else { &mut group.0 };
+            if !side.iter().any(|(e, _)| *e == entity) {
+                side.push((entity, alias));
             }
         }
         // Aliases are numbered in folded order (the order of the dropped list and of the
@@ -430,7 +516,8 @@ impl MentionMatcher {
         Ok(MentionMatcher {
             config: config.clone(),
             aliases,
-            table,
+            table: OnceLock::from(table),
+            mask,
             dropped,
         })
     }
@@ -560,10 +647,10 @@ impl MentionMatcher {
             config,
             aliases,
             table,
+            mask,
             mut dropped,
         } = self;
-        let mask = table.mask;
-        // The table is made again over the kept aliases, after this one is gone.
+        // A table is made again over the kept aliases if a scan needs one.
         drop(table);
         let of = counts.fragments;
         let cap = config.max_df * of as f64;
@@ -590,11 +677,11 @@ impl MentionMatcher {
                 kept.push(alias);
             }
         }
-        let table = WordTable::new(&kept, mask);
         let matcher = MentionMatcher {
             config,
             aliases: kept,
-            table,
+            table: OnceLock::new(),
+            mask,
             dropped,
         };
         Ok((matcher, Renumbered(renumbered)))
@@ -674,8 +761,10 @@ impl MentionMatcher {
     /// Calls `hit(alias, span)` for every whole-word alias occurrence, overlapping ones
     /// included; `span` is in the padded folded text, padding spaces included.
     fn scan(&self, words: &Words, mut hit: impl FnMut(usize, Range<usize>)) {
-        let table = &self.table;
-        if words.spans.is_empty() || table.runs.is_empty() {
+        let table = self
+            .table
+            .get_or_init(|| WordTable::new(&self.aliases, self.mask));
+        if words.spans.is_empty() || table.first.is_empty() {
             return;
         }
         let hashes: Vec<u64> = words
@@ -690,7 +779,7 @@ impl MentionMatcher {
             let reach = hashes.len().min(first + table.max_words);
             for (last, &word) in hashes.iter().enumerate().take(reach).skip(first) {
                 run = extend(run, word);
-                let Some(found) = table.runs.get(&(run & table.mask)) else {
+                let Some(found) = table.get(last + 1 - first, run) else {
                     break;
                 };
                 let end = words.spans[last].1;
@@ -883,6 +972,35 @@ impl Words {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_filter_holds_every_key_and_few_others() {
+        let mut state = 0x1234_5678_9abc_def0u64;
+        let mut next = move || {
+            state = extend(state, 0x2545_f491_4f6c_dd1d);
+            state
+        };
+        let mut table: FastMap<u64, Run> = FastMap::default();
+        for _ in 0..100_000 {
+            table.insert(
+                next(),
+                Run {
+                    alias: NO_ALIAS,
+                    longer: false,
+                },
+            );
+        }
+        let filter = Filter::of(&table);
+        assert!(table.keys().all(|&k| filter.may_hold(k)));
+        let others = (0..100_000).filter(|_| filter.may_hold(next())).count();
+        assert!(others < 3_000, "{others} false positives in 100,000");
+        assert!(!Filter::default().may_hold(7));
+        // a narrowed mask leaves few keys: one word holds them all
+        let few: FastMap<u64, Run> = table.iter().take(3).map(|(&k, &r)| (k & 0b11, r)).collect();
+        let small = Filter::of(&few);
+        assert_eq!(small.words.len(), 1);
+        assert!(few.keys().all(|&k| small.may_hold(k)));
+    }
 
     fn config() -> MentionConfig {
         MentionConfig {

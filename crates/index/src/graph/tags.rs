@@ -23,6 +23,9 @@ pub struct Tag {
 /// and headings (`# Title`, `## Title`) are not tags. Nothing inside code or a link counts,
 /// and neither do pure numbers (`#123`) or hex colours (`#ff0000`).
 pub fn tags(text: &str) -> Vec<Tag> {
+    if memchr::memchr(b'#', text.as_bytes()).is_none() {
+        return Vec::new();
+    }
     let mut skip = code_ranges(text);
     skip.extend(
         links(text, LinkStyle::TargetFirst)
