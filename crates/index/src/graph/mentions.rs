@@ -447,7 +447,8 @@ impl MentionMatcher {
                 }
             }
         }
-        // Folding is most of the work (a million titles take a second): on every core.
+        // Folded on every core (at a million titles about 0.3 s of the build's 2.5; no gain
+        // over folding on one core could be told from the machine's noise).
         let folded = on_every_core(&forms, |share| {
             share
                 .iter()
