@@ -25,6 +25,7 @@ mod preview;
 mod profiles;
 mod record;
 mod schema;
+mod slots;
 mod vector;
 mod writer;
 

@@ -54,6 +54,7 @@ use tantivy::{
 
 use crate::analyzer::{raw_analyzer, word_analyzer};
 use crate::pages::{u32_at, u64_at};
+use crate::slots::{short_key, SlotKey, SlotTable};
 
 /// The extension of the postings files.
 pub(crate) const EXTENSION: &str = "fpost";
@@ -241,55 +242,47 @@ impl SegmentPlugin for WordsPlugin {
     }
 }
 
-/// Words → a value (a term id, or a word's ids in both fields): a word of at most 15 bytes is
-/// its own key (its bytes and its length in two `u64`s: one probe, no key read elsewhere, and
-/// an entry of 24 bytes at most), a longer one a boxed string.
+/// Words → a value (a term id, or a word's ids in both fields): a word of 1 to 15 bytes is its
+/// own key ([`SlotTable`]: one probe, one cache line, fetched ahead where the next words are
+/// known), a longer one a boxed string.
 struct Memo<V> {
-    short: FastMap<(u64, u64), V>,
+    short: SlotTable<V>,
     long: FastMap<Box<str>, V>,
 }
 
-impl<V> Default for Memo<V> {
+impl<V: Copy + Default> Default for Memo<V> {
     fn default() -> Memo<V> {
         Memo {
-            short: FastMap::default(),
+            short: SlotTable::default(),
             long: FastMap::default(),
         }
     }
 }
 
-impl<V: Copy> Memo<V> {
-    fn key(word: &str) -> Option<(u64, u64)> {
-        let bytes = word.as_bytes();
-        (bytes.len() < 16).then(|| {
-            let mut key = [0u8; 16];
-            key[..bytes.len()].copy_from_slice(bytes);
-            key[15] = bytes.len() as u8;
-            let (low, high) = key.split_at(8);
-            (
-                u64::from_le_bytes(low.try_into().expect("8 bytes")),
-                u64::from_le_bytes(high.try_into().expect("8 bytes")),
-            )
-        })
+impl<V: Copy + Default> Memo<V> {
+    fn get(&self, word: &str) -> Option<V> {
+        self.get_keyed(word, short_key(word))
     }
 
-    fn get(&self, word: &str) -> Option<V> {
-        match Memo::<V>::key(word) {
-            Some(key) => self.short.get(&key).copied(),
+    /// [`Memo::get`] with the word's key already made.
+    fn get_keyed(&self, word: &str, key: Option<SlotKey>) -> Option<V> {
+        match key {
+            Some(key) => self.short.get(key),
             None => self.long.get(word).copied(),
         }
     }
 
     fn insert(&mut self, word: &str, value: V) {
-        match Memo::<V>::key(word) {
+        match short_key(word) {
             Some(key) => self.short.insert(key, value),
-            None => self.long.insert(word.into(), value),
-        };
+            None => {
+                self.long.insert(word.into(), value);
+            }
+        }
     }
 
     fn bytes(&self) -> usize {
-        self.short.capacity() * (size_of::<((u64, u64), V)>() + 1)
-            + self.long.capacity() * (size_of::<(Box<str>, V)>() + 1 + 8)
+        self.short.bytes() + self.long.capacity() * (size_of::<(Box<str>, V)>() + 1 + 8)
     }
 }
 
@@ -529,11 +522,17 @@ struct BothFields {
     /// `lists[i]` their count and the ids after it.
     memo: Memo<(u32, u32)>,
     lists: Vec<u32>,
+    /// A text's whitespace-separated words (their byte ranges) and keys, made before any is
+    /// looked up so that each probe's slot can be fetched [`AHEAD`] words early.
+    words: Vec<(usize, usize, Option<SlotKey>)>,
 }
 
 /// Marks a word's word-field ids as kept in [`BothFields::lists`]. The lists stay far below
 /// 2³¹ entries: their bytes count in the writer's memory, which tantivy keeps under 4 GB.
 const LISTED: u32 = 1 << 31;
+
+/// How many words ahead of its probe a word's memo slot is fetched.
+const AHEAD: usize = 8;
 
 impl BothFields {
     /// Indexes `texts` (one document's values of both fields) in `words` and `raw`.
@@ -546,8 +545,22 @@ impl BothFields {
         words.doc_terms.clear();
         raw.doc_terms.clear();
         for text in texts {
+            self.words.clear();
             for word in text.split_whitespace() {
-                let (whole, parts) = match self.memo.get(word) {
+                let start = word.as_ptr() as usize - text.as_ptr() as usize;
+                let key = short_key(word);
+                if let (Some(key), true) = (key, self.words.len() < AHEAD) {
+                    self.memo.short.prefetch(key);
+                }
+                self.words.push((start, start + word.len(), key));
+            }
+            for i in 0..self.words.len() {
+                if let Some(&(_, _, Some(key))) = self.words.get(i + AHEAD) {
+                    self.memo.short.prefetch(key);
+                }
+                let (start, end, key) = self.words[i];
+                let word = &text[start..end];
+                let (whole, parts) = match self.memo.get_keyed(word, key) {
                     Some(found) => found,
                     None => self.learn(word, words, raw),
                 };

@@ -27,6 +27,7 @@ use finder_core::FastMap;
 use tantivy::tokenizer::{AsciiFoldingFilter, LowerCaser, SimpleTokenizer, TextAnalyzer};
 
 use super::stop_words::is_stop_word;
+use crate::slots::{SlotKey, SlotTable};
 
 /// Default shortest alias, in letters and digits (spaces not counted).
 pub const DEFAULT_MIN_ALIAS_CHARS: usize = 4;
@@ -263,6 +264,9 @@ const NO_ALIAS: u32 = u32::MAX;
 /// The first value of a run's hash, before its first word ([`extend`]).
 const RUN_SEED: u64 = 0x243f_6a88_85a3_08d3;
 
+/// How many words ahead of its question a scan fetches the filter's word for a run.
+const AHEAD: usize = 8;
+
 /// The hash of a run of words after one more word whose own hash is `word`.
 fn extend(run: u64, word: u64) -> u64 {
     (run.rotate_left(23) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15)
@@ -274,8 +278,9 @@ fn word_hash(word: &str) -> u64 {
     rustc_hash::FxBuildHasher.hash_one(word.as_bytes())
 }
 
-/// What the table knows of one run of words (by its hash).
-#[derive(Debug, Clone, Copy)]
+/// What the table knows of one run of words (by its hash). The default is only an empty
+/// slot's filling ([`SlotTable`]).
+#[derive(Debug, Clone, Copy, Default)]
 struct Run {
     /// The last alias added whose words hash to this run's ([`NO_ALIAS`] when none); the
     /// others follow through [`WordTable::same_hash`].
@@ -322,6 +327,13 @@ impl Filter {
         let (word, bits) = self.place(key);
         self.words[word] & bits == bits
     }
+
+    /// Asks the processor to fetch the word [`Filter::may_hold`] will read for `key`.
+    fn prefetch(&self, key: u64) {
+        if !self.words.is_empty() {
+            crate::slots::prefetch(&self.words[self.place(key).0]);
+        }
+    }
 }
 
 /// Aliases by the hashes of their words: every prefix of every alias is a key. Runs of one
@@ -329,8 +341,8 @@ impl Filter {
 /// the aliases' distinct first words are few.
 #[derive(Debug, Clone)]
 struct WordTable {
-    /// Runs of one word.
-    first: FastMap<u64, Run>,
+    /// Runs of one word, by [`first_key`]: a table whose probes can be fetched ahead.
+    first: SlotTable<Run>,
     /// Runs of two words or more.
     longer: FastMap<u64, Run>,
     /// Which keys `longer` may hold.
@@ -346,7 +358,7 @@ struct WordTable {
 impl WordTable {
     fn new(aliases: &[Alias], mask: u64) -> WordTable {
         let mut table = WordTable {
-            first: FastMap::default(),
+            first: SlotTable::default(),
             longer: FastMap::default(),
             pairs: Filter::default(),
             same_hash: vec![NO_ALIAS; aliases.len()],
@@ -360,15 +372,15 @@ impl WordTable {
             let mut run = RUN_SEED;
             for (k, word) in alias.folded.split(' ').enumerate() {
                 run = extend(run, word_hash(word));
-                let runs = if k == 0 {
-                    &mut table.first
-                } else {
-                    &mut table.longer
-                };
-                let entry = runs.entry(run & mask).or_insert(Run {
+                let empty = Run {
                     alias: NO_ALIAS,
                     longer: false,
-                });
+                };
+                let entry = if k == 0 {
+                    table.first.get_or_insert(first_key(run & mask), empty)
+                } else {
+                    table.longer.entry(run & mask).or_insert(empty)
+                };
                 if k + 1 < words {
                     entry.longer = true;
                 } else {
@@ -382,16 +394,31 @@ impl WordTable {
     }
 
     /// What the table knows of a run of `words` words (one or more) whose hash is `run`.
-    fn get(&self, words: usize, run: u64) -> Option<&Run> {
+    fn get(&self, words: usize, run: u64) -> Option<Run> {
         let key = run & self.mask;
         if words == 1 {
-            self.first.get(&key)
+            self.first.get(first_key(key))
         } else if self.pairs.may_hold(key) {
-            self.longer.get(&key)
+            self.longer.get(&key).copied()
         } else {
             None
         }
     }
+
+    /// Asks the processor to fetch what [`WordTable::get`] will read for the runs of one and
+    /// two words whose hashes are `one` and `two`.
+    fn prefetch(&self, one: u64, two: Option<u64>) {
+        self.first.prefetch(first_key(one & self.mask));
+        if let (Some(two), true) = (two, self.max_words > 1) {
+            self.pairs.prefetch(two & self.mask);
+        }
+    }
+}
+
+/// A one-word run's key in [`WordTable::first`]: its hash, and a one (a slot key's second half
+/// is never zero).
+fn first_key(run: u64) -> SlotKey {
+    [run, 1]
 }
 
 /// The entities (each with its alias as written) that gave one folded alias themselves, and
@@ -774,7 +801,18 @@ impl MentionMatcher {
             .map(|&(start, end, _)| word_hash(&words.padded[start..end]))
             .collect();
         let padded = words.padded.as_bytes();
+        // A scan probes the table of first words at every word and, as nearly every word of a
+        // text starts some alias, the filter at most runs of two words: reads from megabytes,
+        // nearly always cache misses. Each is fetched AHEAD words before it is asked.
+        let fetch = |first: usize| {
+            if let Some(&word) = hashes.get(first) {
+                let one = extend(RUN_SEED, word);
+                table.prefetch(one, hashes.get(first + 1).map(|&next| extend(one, next)));
+            }
+        };
+        (0..AHEAD).for_each(fetch);
         for first in 0..hashes.len() {
+            fetch(first + AHEAD);
             let start = words.spans[first].0;
             let mut run = RUN_SEED;
             let reach = hashes.len().min(first + table.max_words);

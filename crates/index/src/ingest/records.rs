@@ -883,6 +883,22 @@ mod tests {
             "[-1e39, 1]",
             "true",
             "3",
+            " [ 0.5 ,\t-0 ,\t-0.0, 1E2, 1e+2, 1e-2, -12.5e-3 ] ",
+            "[0.000000000000000001, 0.0000000000000000001, 1e-45, 1.5e-320, 1e-400]",
+            "[123456789012345678, 1234567890123456789, -123456789012345678, 18446744073709551616]",
+            "[1e308, 1.7976931348623157e308, 1e309, 3.4028235e38, 3.4028236e38]",
+            "[1e0001, 1e00001, 1e-0307, 1e-00300]",
+            "[01]",
+            "[1.]",
+            "[.5]",
+            "[1e]",
+            "[-]",
+            "[+1]",
+            "[1,]",
+            "[1 2]",
+            "[1]]",
+            "[[1]",
+            "[NaN]",
         ];
         for field in fields {
             assert_read_as_before(field);
@@ -902,6 +918,25 @@ mod tests {
                     .unwrap_err()
                     .starts_with("not valid JSON"),
                 "{field}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_vector_names_its_column_in_the_line() {
+        for line in [
+            r#"{"id": "v", "text": "t", "vector": [1, 2, 1e400], "title": "x"}"#,
+            r#"{"id": "v", "vector":  [0.5, [1, "\ud800"]], "text": "t"}"#,
+            r#"{"id": "v", "text": "t", "vector": {"a": 1e999}}"#,
+        ] {
+            let want = serde_json::from_str::<Value>(line).expect_err("bad JSON");
+            let (_, problems) = read(line, Layout::Records);
+            let message = want.to_string();
+            let message = message.split(" at line ").next().unwrap_or(&message);
+            assert_eq!(
+                problems[0].reason,
+                format!("not valid JSON: {message} (column {})", want.column()),
+                "{line}"
             );
         }
     }
