@@ -39,7 +39,10 @@ pub(crate) fn build_schema() -> (Schema, Fields) {
     let fields = Fields {
         source_id: b.add_text_field("source_id", STRING | STORED),
         source_key: b.add_u64_field("source_key", INDEXED | FAST | STORED),
-        fragment_key: b.add_u64_field("fragment_key", INDEXED | FAST | STORED),
+        // Read from its column and the store, never looked up as a term: not indexed (a
+        // term per fragment made tantivy's term dictionary and postings work at every build).
+        // Indexes made before keep theirs, unused.
+        fragment_key: b.add_u64_field("fragment_key", FAST | STORED),
         ordinal: b.add_u64_field("ordinal", INDEXED | FAST | STORED),
         text: b.add_text_field("text", TextOptions::default()),
         raw: Some(b.add_text_field("raw", TextOptions::default())),
