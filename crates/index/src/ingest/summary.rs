@@ -137,6 +137,9 @@ pub(super) fn strip_inline(text: &str) -> String {
         }
         at = strip_step(text, at, &mut next, &mut prev, &mut out);
     }
+    if is_collapsed_ascii(&out) {
+        return out;
+    }
     let mut collapsed = String::with_capacity(out.len());
     for word in out.split_whitespace() {
         if !collapsed.is_empty() {
@@ -145,6 +148,19 @@ pub(super) fn strip_inline(text: &str) -> String {
         collapsed.push_str(word);
     }
     collapsed
+}
+
+/// Whether `text` is ASCII whose only whitespace is single spaces between words: what
+/// [`strip_inline`]'s collapse would leave as it is (most texts; looking at bytes alone is
+/// much cheaper than splitting at Unicode whitespace).
+fn is_collapsed_ascii(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.first() != Some(&b' ')
+        && bytes.last() != Some(&b' ')
+        && bytes
+            .iter()
+            .all(|&b| b.is_ascii() && (b > b' ' || b == b' '))
+        && !bytes.windows(2).any(|pair| pair == b"  ")
 }
 
 /// One step of [`strip_inline`] at byte `at` of `text` (not its end): the markup starting
