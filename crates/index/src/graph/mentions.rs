@@ -264,7 +264,8 @@ const NO_ALIAS: u32 = u32::MAX;
 /// The first value of a run's hash, before its first word ([`extend`]).
 const RUN_SEED: u64 = 0x243f_6a88_85a3_08d3;
 
-/// How many words ahead of its question a scan fetches the filter's word for a run.
+/// How many words ahead of its probes a scan fetches the first-word table's slot and the
+/// filter's word for the runs starting there.
 const AHEAD: usize = 8;
 
 /// The hash of a run of words after one more word whose own hash is `word`.

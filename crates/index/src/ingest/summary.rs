@@ -157,9 +157,7 @@ fn is_collapsed_ascii(text: &str) -> bool {
     let bytes = text.as_bytes();
     bytes.first() != Some(&b' ')
         && bytes.last() != Some(&b' ')
-        && bytes
-            .iter()
-            .all(|&b| b.is_ascii() && (b > b' ' || b == b' '))
+        && bytes.iter().all(|b| (b' '..=0x7f).contains(b))
         && !bytes.windows(2).any(|pair| pair == b"  ")
 }
 
