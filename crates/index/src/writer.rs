@@ -66,6 +66,7 @@ pub fn index_inputs(
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<RunReport> {
     crate::map_large_blocks();
+    let _keep = crate::KeepFreedMemory::hold();
     let (index, fields) = open_or_create(dir, settings)?;
     let info = commit_info(&index, dir)?;
     let err = |e| store_error(dir, e);
