@@ -100,8 +100,9 @@ pub(crate) fn release_free_memory() {
     }
 }
 
-/// mimalloc's option number for its purge delay (`mi_option_purge_delay` in mimalloc 3's
-/// `mimalloc.h`; the sys crate names no constant for it).
+/// mimalloc's option number for its purge delay (`mi_option_purge_delay` in `mimalloc.h`, 15
+/// in mimalloc 2 and 3; the sys crate, pinned, names no constant for it). The test binary
+/// `keep_freed` checks it against mimalloc 3's default delay.
 #[cfg(feature = "mimalloc")]
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
@@ -109,7 +110,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// to the kernel: longer than a build's phases, so memory freed by one segment's writer or one
 /// share of texts is used again by the next instead of being handed back and faulted in, zeroed,
 /// again. mimalloc's own delay is a second: a 1M build handed back and took again 8.7 GiB
-/// (12k purges), a fifth of its read-and-write CPU (docs/BENCHMARKS.md, twenty-fourth pass).
+/// (12k purges); held, its CPU went down 12% (docs/BENCHMARKS.md, twenty-fourth pass).
 #[cfg(feature = "mimalloc")]
 pub(crate) const BUILD_PURGE_DELAY_MS: std::ffi::c_long = 600_000;
 
@@ -117,8 +118,8 @@ pub(crate) const BUILD_PURGE_DELAY_MS: std::ffi::c_long = 600_000;
 /// `mimalloc` feature; elsewhere nothing changes). When the last one held is dropped, the
 /// allocator's delay is restored and everything free is handed back
 /// ([`release_free_memory`]), so what a build held is not kept past it. The peak is then the
-/// build's largest working set rather than what it held between two purges: 1.3-1.4 ->
-/// 1.6-1.9 GiB at 1M, below the query phase's with vectors.
+/// build's largest working set rather than what it held between two purges: 1.2-1.45 ->
+/// 1.65-1.94 GiB for a 1M lexical build, below the query phase's with vectors.
 #[doc(hidden)]
 pub struct KeepFreedMemory(());
 
