@@ -66,6 +66,7 @@ pub fn index_inputs(
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<RunReport> {
     crate::map_large_blocks();
+    // Declared first, so dropped last: its release comes after the writer and the rest.
     let _keep = crate::KeepFreedMemory::hold();
     let (index, fields) = open_or_create(dir, settings)?;
     let info = commit_info(&index, dir)?;
@@ -323,8 +324,8 @@ pub fn index_inputs(
                 source_id: None,
             }),
         }
-        crate::release_free_memory();
     }
+    // `_keep`, dropped after every other local, hands back what the run freed.
     Ok(report)
 }
 
