@@ -15,12 +15,16 @@ pub(crate) struct GraphIndex {
     fragments: Vec<u64>,
     node_of: HashMap<u64, u32>,
     entities: Vec<EntityNode>,
-    names: Vec<(u32, Vec<String>)>,
+    /// What a query can name: the node of each name entry, and its aliases (title, aliases),
+    /// those of entry `i` at `aliases[alias_ends[i - 1]..alias_ends[i]]`.
+    name_nodes: Vec<u32>,
+    alias_ends: Vec<u32>,
+    aliases: Strings,
     /// Each source's title, at its first fragment node: `titles[title_at[node]]`
     /// ([`NO_TITLE`] elsewhere). An array, not a map: explain looks up every boosted node,
     /// and a map of a million titles would take half as much memory again.
     title_at: Vec<u32>,
-    titles: Vec<String>,
+    titles: Strings,
     entity_sources: std::collections::HashSet<u32>,
     labels: HashMap<u32, String>,
     min_alias_chars: usize,
@@ -29,6 +33,42 @@ pub(crate) struct GraphIndex {
 
 /// A fragment node that starts no source, see `GraphIndex::title_at`.
 const NO_TITLE: u32 = u32::MAX;
+
+/// Strings end to end in one buffer, 8 bytes each on top of their text. As `String`s each
+/// took a heap block and 24 bytes: at a million fragments, whose titles and names are a
+/// million short strings each, the loaded graph was 374 MB against 222 MB this way
+/// (docs/BENCHMARKS.md, twenty-fifth pass).
+struct Strings {
+    text: String,
+    /// Where each string ends in `text`; it starts where the one before ends.
+    ends: Vec<usize>,
+}
+
+impl Strings {
+    /// Room for `count` strings of `bytes` in all: filled to that, the buffers are their size
+    /// (grown by doubling they would hold up to half as much again, unused).
+    fn with_capacity(count: usize, bytes: usize) -> Strings {
+        Strings {
+            text: String::with_capacity(bytes),
+            ends: Vec::with_capacity(count),
+        }
+    }
+
+    fn push(&mut self, s: &str) {
+        self.text.push_str(s);
+        self.ends.push(self.text.len());
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The `i`th string; panics past [`Strings::len`], as a slice does.
+    fn get(&self, i: usize) -> &str {
+        let start = i.checked_sub(1).map_or(0, |before| self.ends[before]);
+        &self.text[start..self.ends[i]]
+    }
+}
 
 impl GraphIndex {
     /// Loads the graph of the index in `dir`: `Ok(None)` when none was built.
@@ -50,13 +90,33 @@ impl GraphIndex {
         let nodes = (file.fragments.len() + file.entities.len()) as u32;
         let graph = Graph::from_edges(nodes, &file.edges);
         let mut title_at = vec![NO_TITLE; file.fragments.len()];
-        let mut titles = Vec::with_capacity(file.titles.len());
-        for (node, title) in file.titles {
-            if let Some(slot) = title_at.get_mut(node as usize) {
+        let mut titles = Strings::with_capacity(
+            file.titles.len(),
+            file.titles.iter().map(|(_, t)| t.len()).sum(),
+        );
+        for (node, title) in &file.titles {
+            if let Some(slot) = title_at.get_mut(*node as usize) {
                 *slot = titles.len() as u32;
                 titles.push(title);
             }
         }
+        drop(file.titles);
+        let mut name_nodes = Vec::with_capacity(file.names.len());
+        let mut alias_ends = Vec::with_capacity(file.names.len());
+        let mut aliases = Strings::with_capacity(
+            file.names.iter().map(|(_, all)| all.len()).sum(),
+            file.names
+                .iter()
+                .flat_map(|(_, all)| all)
+                .map(String::len)
+                .sum(),
+        );
+        for (node, all) in &file.names {
+            name_nodes.push(*node);
+            all.iter().for_each(|alias| aliases.push(alias));
+            alias_ends.push(aliases.len() as u32);
+        }
+        drop(file.names);
         let node_of = file
             .fragments
             .iter()
@@ -68,7 +128,9 @@ impl GraphIndex {
             node_of,
             fragments: file.fragments,
             entities: file.entities,
-            names: file.names,
+            name_nodes,
+            alias_ends,
+            aliases,
             title_at,
             titles,
             entity_sources: file.entity_sources.into_iter().collect(),
@@ -92,11 +154,12 @@ impl GraphIndex {
                     max_df: 1.0,
                     ..MentionConfig::default()
                 };
-                let named = self
-                    .names
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (_, aliases))| (i as u32, aliases.iter().map(String::as_str)));
+                let mut start = 0;
+                let named = self.alias_ends.iter().enumerate().map(|(i, &end)| {
+                    let range = start as usize..end as usize;
+                    start = end;
+                    (i as u32, range.map(|a| self.aliases.get(a)))
+                });
                 MentionMatcher::build(named, &config).ok()
             })
             .as_ref()
@@ -129,7 +192,7 @@ impl GraphAccess for GraphIndex {
             .title_at
             .get(node as usize)
             .filter(|&&i| i != NO_TITLE)
-            .map(|&i| &self.titles[i as usize]);
+            .map(|&i| self.titles.get(i as usize));
         match title {
             Some(title) if self.entity_sources.contains(&node) => format!("entity \"{title}\""),
             Some(title) if !title.is_empty() => format!("\"{title}\""),
@@ -144,7 +207,7 @@ impl GraphAccess for GraphIndex {
         let mut found: Vec<(usize, u32)> = matcher
             .find(text)
             .into_iter()
-            .map(|m| (m.range.len(), self.names[m.entity as usize].0))
+            .map(|m| (m.range.len(), self.name_nodes[m.entity as usize]))
             .collect();
         found.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut out: Vec<u32> = Vec::new();
@@ -163,5 +226,22 @@ impl GraphAccess for GraphIndex {
     fn is_hub(&self, node: u32) -> bool {
         self.entity(node)
             .is_some_and(|e| matches!(e.kind, EntityKind::Tag | EntityKind::Hub))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Strings;
+
+    #[test]
+    fn strings_give_back_what_was_pushed_empty_ones_included() {
+        let given = ["Alpha", "", "Ünïcode näme", "", "z"];
+        let mut strings = Strings::with_capacity(given.len(), given.iter().map(|s| s.len()).sum());
+        given.iter().for_each(|s| strings.push(s));
+        assert_eq!(strings.len(), given.len());
+        let back: Vec<&str> = (0..strings.len()).map(|i| strings.get(i)).collect();
+        assert_eq!(back, given);
+        // sized exactly: nothing grew past what was asked for
+        assert_eq!(strings.text.capacity(), strings.text.len());
     }
 }
