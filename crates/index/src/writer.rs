@@ -678,17 +678,33 @@ pub(crate) fn map_heads<T: Send>(
 }
 
 /// The payload of the last commit, `None` for a fresh index.
+///
+/// An index a later Finder wrote (a record format or a word analysis above this build's) is
+/// refused here, before anything reads it as this build would or writes into it.
 pub(crate) fn commit_info(index: &Index, dir: &Path) -> Result<Option<CommitInfo>> {
     let metas = index.load_metas().map_err(|e| store_error(dir, e))?;
-    match metas.payload {
-        None => Ok(None),
-        Some(p) => serde_json::from_str(&p)
-            .map(Some)
-            .map_err(|e| IndexError::Corrupt {
-                path: dir.to_path_buf(),
-                reason: format!("commit payload: {e}"),
-            }),
+    let Some(payload) = metas.payload else {
+        return Ok(None);
+    };
+    let corrupt = |reason| IndexError::Corrupt {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    let info: CommitInfo =
+        serde_json::from_str(&payload).map_err(|e| corrupt(format!("commit payload: {e}")))?;
+    let newer = [
+        ("record format", info.format, FORMAT),
+        ("word analysis", info.analysis, ANALYSIS),
+    ]
+    .into_iter()
+    .find(|&(_, found, known)| found > known);
+    if let Some((what, found, known)) = newer {
+        return Err(corrupt(format!(
+            "written with {what} {found} by a later Finder; this one reads {what} {known} and \
+             older: use that Finder, or index the files again into a new folder"
+        )));
     }
+    Ok(Some(info))
 }
 
 /// Every indexed source record, by id.

@@ -24,6 +24,7 @@ use crate::writer::{commit_info, map_heads, open_or_create};
 /// Sub-folder of the index folder holding the graph.
 pub(crate) const GRAPH_DIR: &str = "graph";
 pub(crate) const GRAPH_FILE: &str = "graph.json";
+/// The layout of `graph.json`; a reader refuses a file of a later one.
 const FORMAT: u32 = 1;
 
 /// Extras keys whose value makes a typed hub (a community).
@@ -79,6 +80,20 @@ pub(crate) struct GraphFile {
     pub link_occurrences: usize,
     #[serde(default)]
     pub source_links: usize,
+}
+
+impl GraphFile {
+    /// Refuses a file a later Finder wrote, which this one would misread.
+    pub(crate) fn check_format(&self) -> std::result::Result<(), String> {
+        if self.format > FORMAT {
+            return Err(format!(
+                "graph format {} is a later Finder's (this one reads {FORMAT} and older); \
+                 `finder index` builds it again in this one's",
+                self.format
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What a graph build did.
@@ -197,9 +212,10 @@ impl GraphData {
 
     /// Reads what [`GraphData::to_json`] wrote.
     pub fn from_json(bytes: &[u8]) -> std::result::Result<GraphData, String> {
-        serde_json::from_slice(bytes)
-            .map(GraphData)
-            .map_err(|e| format!("unreadable graph: {e}"))
+        let file: GraphFile =
+            serde_json::from_slice(bytes).map_err(|e| format!("unreadable graph: {e}"))?;
+        file.check_format()?;
+        Ok(GraphData(file))
     }
 
     /// The graph as queries use it.

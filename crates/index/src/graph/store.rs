@@ -82,6 +82,8 @@ impl GraphIndex {
         // parsed as it is read: the file (200 MB at a million fragments) is not held whole
         let file: GraphFile =
             serde_json::from_reader(reader).map_err(|e| format!("{}: {e}", path.display()))?;
+        file.check_format()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(Some(GraphIndex::from_file(file)))
     }
 

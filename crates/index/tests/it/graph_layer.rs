@@ -155,6 +155,32 @@ fn without_a_graph_the_boost_says_why_and_search_still_answers() {
     assert!(boost.reason.unwrap().contains("no graph built"));
 }
 
+#[test]
+fn a_graph_file_of_a_later_format_is_refused_with_why_and_search_still_answers() {
+    let fx = Fixture::new();
+    let notes = vault(&fx);
+    fx.index(&[&notes], &Settings::default());
+    let path = fx.index_dir().join("graph/graph.json");
+    let mut file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let format = file["format"].as_u64().expect("the file says its format");
+    file["format"] = (format + 1).into();
+    std::fs::write(&path, file.to_string()).unwrap();
+
+    let r = fx
+        .open()
+        .search("heist dreams", &lexical_only(), 0, 10)
+        .unwrap();
+    assert_eq!(r.hits[0].id, "inception.md");
+    let boost = r.diagnostics.boost.unwrap();
+    assert_eq!(boost.status, ChannelStatus::Degraded);
+    let reason = boost.reason.unwrap();
+    assert!(
+        reason.contains(&format!("graph format {} is a later Finder's", format + 1)),
+        "{reason}"
+    );
+}
+
 /// The dendron vault's built graph against its `links.tsv`: 3,010 resolved occurrences,
 /// 2,346 distinct note pairs (from its SOURCE.md). Skipped when the data is absent.
 #[test]

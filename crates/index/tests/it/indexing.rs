@@ -546,3 +546,55 @@ fn an_index_of_an_older_word_analysis_is_read_as_written_then_rebuilt() {
     assert_eq!(finder.status().unwrap().analysis, finder_index::ANALYSIS);
     assert_eq!(ids(&finder, "GPUs", &s), vec!["gpu"]);
 }
+
+#[test]
+fn an_index_a_later_finder_wrote_is_refused_and_left_as_it_was() {
+    for key in ["format", "analysis"] {
+        let fx = Fixture::new();
+        let input = fx.write("records.jsonl", &record("a", "Alpha", "The first record."));
+        let s = Settings::default();
+        fx.index(&[&input], &s);
+
+        // Relabel the commit as one a later Finder made.
+        let mut lexical = tantivy::Index::open_in_dir(fx.index_dir().join("lexical")).unwrap();
+        lexical.register_plugin(finder_index::testing::postings_plugin("english"));
+        let mut info: serde_json::Value =
+            serde_json::from_str(&lexical.load_metas().unwrap().payload.unwrap()).unwrap();
+        let later = info[key].as_u64().expect("the commit records it") + 1;
+        info[key] = later.into();
+        let mut writer: tantivy::IndexWriter = lexical.writer(15_000_000).unwrap();
+        let mut commit = writer.prepare_commit().unwrap();
+        commit.set_payload(&info.to_string());
+        commit.commit().unwrap();
+        drop(writer);
+        let meta = fx.index_dir().join("lexical/meta.json");
+        let before = std::fs::read(&meta).unwrap();
+
+        let what = if key == "format" {
+            "record format"
+        } else {
+            "word analysis"
+        };
+        let refused = |e: IndexError| match e {
+            IndexError::Corrupt { reason, .. } => {
+                assert!(
+                    reason.contains(&format!("{what} {later} by a later Finder")),
+                    "{reason}"
+                );
+            }
+            other => panic!("expected the index refused, got {other}"),
+        };
+        refused(
+            Finder::open(&fx.index_dir(), s.clone())
+                .err()
+                .expect("open refused"),
+        );
+        let more = fx.write("more.jsonl", &record("b", "Beta", "A second record."));
+        refused(index_inputs(&fx.index_dir(), &[more], &s, &mut |_| {}).expect_err("run refused"));
+        assert_eq!(
+            std::fs::read(&meta).unwrap(),
+            before,
+            "{key}: the commit is untouched"
+        );
+    }
+}
