@@ -145,6 +145,12 @@ fn without_a_graph_the_boost_says_why_and_search_still_answers() {
     no_graph.graph.build = false;
     let report = fx.index(&[&notes], &no_graph);
     assert!(report.graph.is_none());
+    assert!(answers_without_the_boost(&fx).contains("no graph built"));
+}
+
+/// Searches the vault with the boost unavailable: the lexical answer stands, the boost is
+/// degraded; returns its reason.
+fn answers_without_the_boost(fx: &Fixture) -> String {
     let r = fx
         .open()
         .search("heist dreams", &lexical_only(), 0, 10)
@@ -152,7 +158,7 @@ fn without_a_graph_the_boost_says_why_and_search_still_answers() {
     assert_eq!(r.hits[0].id, "inception.md");
     let boost = r.diagnostics.boost.unwrap();
     assert_eq!(boost.status, ChannelStatus::Degraded);
-    assert!(boost.reason.unwrap().contains("no graph built"));
+    boost.reason.expect("a degraded boost says why")
 }
 
 #[test]
@@ -167,14 +173,7 @@ fn a_graph_file_of_a_later_format_is_refused_with_why_and_search_still_answers()
     file["format"] = (format + 1).into();
     std::fs::write(&path, file.to_string()).unwrap();
 
-    let r = fx
-        .open()
-        .search("heist dreams", &lexical_only(), 0, 10)
-        .unwrap();
-    assert_eq!(r.hits[0].id, "inception.md");
-    let boost = r.diagnostics.boost.unwrap();
-    assert_eq!(boost.status, ChannelStatus::Degraded);
-    let reason = boost.reason.unwrap();
+    let reason = answers_without_the_boost(&fx);
     assert!(
         reason.contains(&format!("graph format {} is a later Finder's", format + 1)),
         "{reason}"
