@@ -45,25 +45,24 @@ struct Strings {
 }
 
 impl Strings {
-    /// Room for `count` strings of `bytes` in all: filled to that, the buffers are their size
-    /// (grown by doubling they would hold up to half as much again, unused).
-    fn with_capacity(count: usize, bytes: usize) -> Strings {
-        Strings {
+    /// `strings` in order, in buffers of exactly their size (grown by doubling they would hold
+    /// up to half as much again, unused): the iterator is walked once to size them.
+    fn of<'a>(strings: impl Iterator<Item = &'a str> + Clone) -> Strings {
+        let (count, bytes) = strings
+            .clone()
+            .fold((0, 0), |(n, b), s| (n + 1, b + s.len()));
+        let mut out = Strings {
             text: String::with_capacity(bytes),
             ends: Vec::with_capacity(count),
+        };
+        for s in strings {
+            out.text.push_str(s);
+            out.ends.push(out.text.len());
         }
+        out
     }
 
-    fn push(&mut self, s: &str) {
-        self.text.push_str(s);
-        self.ends.push(self.text.len());
-    }
-
-    fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    /// The `i`th string; panics past [`Strings::len`], as a slice does.
+    /// The `i`th string; panics past the last, as a slice does.
     fn get(&self, i: usize) -> &str {
         let start = i.checked_sub(1).map_or(0, |before| self.ends[before]);
         &self.text[start..self.ends[i]]
@@ -91,33 +90,31 @@ impl GraphIndex {
     pub fn from_file(file: GraphFile) -> GraphIndex {
         let nodes = (file.fragments.len() + file.entities.len()) as u32;
         let graph = Graph::from_edges(nodes, &file.edges);
-        let mut title_at = vec![NO_TITLE; file.fragments.len()];
-        let mut titles = Strings::with_capacity(
-            file.titles.len(),
-            file.titles.iter().map(|(_, t)| t.len()).sum(),
-        );
-        for (node, title) in &file.titles {
-            if let Some(slot) = title_at.get_mut(*node as usize) {
-                *slot = titles.len() as u32;
-                titles.push(title);
-            }
+        let fragments = file.fragments.len();
+        let mut title_at = vec![NO_TITLE; fragments];
+        let kept = file
+            .titles
+            .iter()
+            .filter(|(node, _)| (*node as usize) < fragments);
+        for (i, (node, _)) in kept.clone().enumerate() {
+            title_at[*node as usize] = i as u32;
         }
+        let titles = Strings::of(kept.map(|(_, title)| title.as_str()));
         drop(file.titles);
-        let mut name_nodes = Vec::with_capacity(file.names.len());
-        let mut alias_ends = Vec::with_capacity(file.names.len());
-        let mut aliases = Strings::with_capacity(
-            file.names.iter().map(|(_, all)| all.len()).sum(),
+        let name_nodes = file.names.iter().map(|(node, _)| *node).collect();
+        let alias_ends = file
+            .names
+            .iter()
+            .scan(0, |end, (_, all)| {
+                *end += all.len() as u32;
+                Some(*end)
+            })
+            .collect();
+        let aliases = Strings::of(
             file.names
                 .iter()
-                .flat_map(|(_, all)| all)
-                .map(String::len)
-                .sum(),
+                .flat_map(|(_, all)| all.iter().map(String::as_str)),
         );
-        for (node, all) in &file.names {
-            name_nodes.push(*node);
-            all.iter().for_each(|alias| aliases.push(alias));
-            alias_ends.push(aliases.len() as u32);
-        }
         drop(file.names);
         let node_of = file
             .fragments
@@ -238,10 +235,9 @@ mod tests {
     #[test]
     fn strings_give_back_what_was_pushed_empty_ones_included() {
         let given = ["Alpha", "", "Ünïcode näme", "", "z"];
-        let mut strings = Strings::with_capacity(given.len(), given.iter().map(|s| s.len()).sum());
-        given.iter().for_each(|s| strings.push(s));
-        assert_eq!(strings.len(), given.len());
-        let back: Vec<&str> = (0..strings.len()).map(|i| strings.get(i)).collect();
+        let strings = Strings::of(given.iter().copied());
+        assert_eq!(strings.ends.len(), given.len());
+        let back: Vec<&str> = (0..given.len()).map(|i| strings.get(i)).collect();
         assert_eq!(back, given);
         // sized exactly: nothing grew past what was asked for
         assert_eq!(strings.text.capacity(), strings.text.len());
