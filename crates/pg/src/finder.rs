@@ -66,10 +66,13 @@ impl PgFinder {
             let record = schema::read_meta(&mut client, i, n)?.ok_or(PgError::NotIndexed(i))?;
             if let Some(first) = records.first() {
                 let first: &RunRecord = first;
-                if first.settings != record.settings || first.dim != record.dim {
+                if first.settings != record.settings
+                    || first.dim != record.dim
+                    || first.analysis != record.analysis
+                {
                     return Err(PgError::Mismatch {
                         shard: i,
-                        reason: "its index-time settings differ from shard 0's; index all shards in one run".into(),
+                        reason: "its index-time settings or word analysis differ from shard 0's; index all shards in one run".into(),
                     });
                 }
             }

@@ -131,8 +131,9 @@ pub(crate) fn create(client: &mut impl GenericClient, shard: usize) -> Result<()
         .map_err(db(format!("shard {shard}: creating the tables")))
 }
 
-/// Reads the run record, checking the format and the shard's place; `None` before the first
-/// run.
+/// Reads the run record, checking the format, the shard's place and that no later Finder
+/// wrote it (a later word analysis is refused, as the embedded index refuses one); `None`
+/// before the first run.
 pub(crate) fn read_meta(
     client: &mut impl GenericClient,
     shard: usize,
@@ -168,9 +169,18 @@ pub(crate) fn read_meta(
         )));
     }
     let record: serde_json::Value = row.get(3);
-    serde_json::from_value(record)
-        .map(Some)
-        .map_err(|e| mismatch(format!("unreadable run record: {e}")))
+    let record: RunRecord = serde_json::from_value(record)
+        .map_err(|e| mismatch(format!("unreadable run record: {e}")))?;
+    // Terms a later Finder made would be read with this build's analysis, or rebuilt by it.
+    if record.analysis > finder_index::ANALYSIS {
+        return Err(mismatch(format!(
+            "the terms were written with word analysis {} by a later Finder; this one reads \
+             word analysis {} and older: use that Finder, or index into an empty database",
+            record.analysis,
+            finder_index::ANALYSIS
+        )));
+    }
+    Ok(Some(record))
 }
 
 pub(crate) fn write_meta(

@@ -369,14 +369,8 @@ fn vectors_embedded_at_ingest_match_the_embedded_engine() {
     assert!(again.rebuilt);
 }
 
-/// The shards record the word analysis their terms were made with: queries analyse words as
-/// the rows were written, and the next run into rows of an older analysis rebuilds them.
-#[test]
-fn rows_of_an_older_word_analysis_are_read_as_written_then_rebuilt() {
-    let Some(server) = support::server("analysis version") else {
-        return;
-    };
-    let db = server.database("analysis");
+/// Two records indexed into `db` without vectors: the corpus of the word-analysis tests.
+fn two_records(db: &support::Database) -> (tempfile::TempDir, PathBuf, Settings, PgConfig) {
     let tmp = tempfile::tempdir().unwrap();
     let records = tmp.path().join("records.jsonl");
     std::fs::write(
@@ -391,8 +385,20 @@ fn rows_of_an_older_word_analysis_are_read_as_written_then_rebuilt() {
     let mut settings = support::settings();
     settings.embed.backend = finder_core::EmbedBackend::None;
     let config = PgConfig::single(&db.url);
+    finder_pg::index_inputs(&config, std::slice::from_ref(&records), &settings).unwrap();
+    (tmp, records, settings, config)
+}
+
+/// The shards record the word analysis their terms were made with: queries analyse words as
+/// the rows were written, and the next run into rows of an older analysis rebuilds them.
+#[test]
+fn rows_of_an_older_word_analysis_are_read_as_written_then_rebuilt() {
+    let Some(server) = support::server("analysis version") else {
+        return;
+    };
+    let db = server.database("analysis");
+    let (_tmp, records, settings, config) = two_records(&db);
     let inputs = std::slice::from_ref(&records);
-    finder_pg::index_inputs(&config, inputs, &settings).unwrap();
     let search = |q: &str| {
         let pg = PgFinder::open(&config, settings.clone()).unwrap();
         ids(&pg.search(q, &settings, 0, 10).unwrap())
@@ -412,4 +418,58 @@ fn rows_of_an_older_word_analysis_are_read_as_written_then_rebuilt() {
     let again = finder_pg::index_inputs(&config, inputs, &settings).unwrap();
     assert!(again.rebuilt, "an older analysis rebuilds the rows");
     assert_eq!(search("GPUs"), vec!["gpu"]);
+}
+
+/// Rows a later Finder wrote (a word analysis above this build's) are neither read with this
+/// build's analysis nor rebuilt by it: opening and indexing are refused, naming both
+/// versions, and the rows stay as they were.
+#[test]
+fn rows_of_a_later_word_analysis_are_refused_and_left_as_they_were() {
+    let Some(server) = support::server("later analysis") else {
+        return;
+    };
+    let db = server.database("later_analysis");
+    let (_tmp, records, settings, config) = two_records(&db);
+    let mut client = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+    let relabel = |client: &mut postgres::Client, analysis: u32| {
+        client
+            .execute(
+                "UPDATE finder_meta SET record = jsonb_set(record, '{analysis}', to_jsonb($1::int))",
+                &[&(analysis as i32)],
+            )
+            .unwrap();
+    };
+    let held = |client: &mut postgres::Client| -> (i64, String) {
+        let row = client
+            .query_one(
+                "SELECT (SELECT count(*) FROM finder_fragments), record->>'generation' FROM finder_meta",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    let before = held(&mut client);
+    let later = finder_index::ANALYSIS + 1;
+    relabel(&mut client, later);
+
+    let expected = format!(
+        "shard 0: the terms were written with word analysis {later} by a later Finder; this one reads word analysis {} and older",
+        finder_index::ANALYSIS
+    );
+    let opened = PgFinder::open(&config, settings.clone())
+        .err()
+        .expect("refused");
+    assert!(opened.to_string().starts_with(&expected), "{opened}");
+    let run = finder_pg::index_inputs(&config, std::slice::from_ref(&records), &settings)
+        .expect_err("refused");
+    assert!(run.to_string().starts_with(&expected), "{run}");
+    assert_eq!(held(&mut client), before, "the refused run wrote nothing");
+
+    // Labelled as this build's again, the rows answer as they did.
+    relabel(&mut client, finder_index::ANALYSIS);
+    let pg = PgFinder::open(&config, settings.clone()).unwrap();
+    assert_eq!(
+        ids(&pg.search("RNA", &settings, 0, 10).unwrap()),
+        vec!["seq"]
+    );
 }
