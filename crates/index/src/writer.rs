@@ -497,6 +497,12 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
         if crate::postings::made_with(&index).map_err(|e| store_error(dir, e))? {
             index.register_plugin(plugin);
         }
+        // An index made before the store's blocks were written by the indexing threads
+        // themselves (see below) gets the same from now on, when its blocks are uncompressed.
+        let store = index.settings_mut();
+        if store.docstore_compression == tantivy::store::Compressor::None {
+            store.docstore_compress_dedicated_thread = false;
+        }
         index
     } else {
         let (schema, _) = build_schema();
@@ -505,6 +511,10 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
             // LZ4 was ~7% of a lexical query at 10k (a page's ten blocks decompressed) for
             // ~9% of the index's size: the given vectors in the blocks do not compress.
             docstore_compression: tantivy::store::Compressor::None,
+            // Uncompressed blocks need no thread of their own: handing each 1 KiB block (a
+            // million and more at 1M fragments) to one, a copy and a wake-up apiece, took
+            // 15-20% of the read-and-write phase's CPU (docs/BENCHMARKS.md, twenty-sixth pass).
+            docstore_compress_dedicated_thread: false,
             ..IndexSettings::default()
         };
         // No index is there, so this creates one (tantivy's `create` over a directory of
