@@ -203,7 +203,22 @@ fn parse_line(line: &[u8], line_start: usize, layout: Layout) -> Result<Record, 
             line_start + e.valid_up_to()
         ))
     })?;
-    let line: Line = serde_json::from_str(text).map_err(|e| {
+    let whole = || serde_json::from_str::<Line>(text);
+    let line = match lift_vector(text) {
+        Lift::Lifted(rest, floats) => match serde_json::from_str::<Line>(&rest) {
+            Ok(Line::Object {
+                object,
+                vector: Vector::Absent,
+            }) => Ok(Line::Object {
+                object,
+                vector: Vector::Floats(floats),
+            }),
+            // serde's verdict and column are those of the line as it was.
+            _ => whole(),
+        },
+        Lift::Absent | Lift::Serde => whole(),
+    };
+    let line: Line = line.map_err(|e| {
         let message = e.to_string();
         let message = message
             .split(" at line ")
@@ -497,6 +512,209 @@ impl<'de> Deserialize<'de> for Float {
         }
         deserializer.deserialize_any(Visit)
     }
+}
+
+/// A record line's top-level `vector` array, read ahead of serde when it is a plain array of
+/// JSON numbers: the rest of the line is then parsed with the array as `null`. A million
+/// 384-number vectors were a third of the reading thread's work through serde's number
+/// parser and its visitors, one number at a time (docs/BENCHMARKS.md, twenty-sixth pass).
+enum Lift {
+    /// No top-level `vector` key: the line goes to serde as it is.
+    Absent,
+    /// The line with the array's bytes replaced by `null`, and the array's floats.
+    Lifted(String, Vec<f32>),
+    /// Anything the direct read does not take (another value, a number outside its exact
+    /// range, a repeated key, a key with escapes, bad JSON): serde reads the whole line.
+    Serde,
+}
+
+/// Finds the top-level `vector` key of the object `text` and reads its array of numbers.
+/// The scan follows strings and nesting only; serde still checks everything else.
+fn lift_vector(text: &str) -> Lift {
+    let b = text.as_bytes();
+    let mut i = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    if b.get(i) != Some(&b'{') {
+        return Lift::Absent;
+    }
+    let mut depth = 0usize;
+    // At depth 1, right after `{` or `,`: the next string is a key.
+    let mut key_next = false;
+    let mut found: Option<(usize, usize, Vec<f32>)> = None;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                let start = i + 1;
+                let Some(end) = string_end(b, start) else {
+                    return Lift::Serde;
+                };
+                i = end + 1;
+                if !(depth == 1 && key_next) {
+                    continue;
+                }
+                key_next = false;
+                let key = &b[start..end];
+                if key.contains(&b'\\') {
+                    return Lift::Serde;
+                }
+                if key != b"vector" {
+                    continue;
+                }
+                if found.is_some() {
+                    return Lift::Serde;
+                }
+                let mut j = skip_space(b, i);
+                if b.get(j) != Some(&b':') {
+                    return Lift::Serde;
+                }
+                j = skip_space(b, j + 1);
+                if b.get(j) != Some(&b'[') {
+                    return Lift::Serde;
+                }
+                let Some((floats, after)) = number_array(b, j) else {
+                    return Lift::Serde;
+                };
+                found = Some((j, after, floats));
+                i = after;
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                key_next = depth == 1 && b[i] == b'{';
+                i += 1;
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                key_next = false;
+                i += 1;
+            }
+            b',' => {
+                key_next = depth == 1;
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    match found {
+        None => Lift::Absent,
+        Some((start, end, floats)) => {
+            let mut rest = String::with_capacity(text.len() - (end - start) + 4);
+            rest.push_str(&text[..start]);
+            rest.push_str("null");
+            rest.push_str(&text[end..]);
+            Lift::Lifted(rest, floats)
+        }
+    }
+}
+
+/// The index of the quote that closes the string whose text starts at `from`.
+fn string_end(b: &[u8], mut from: usize) -> Option<usize> {
+    loop {
+        let at = from + memchr::memchr2(b'"', b'\\', &b[from..])?;
+        if b[at] == b'"' {
+            return Some(at);
+        }
+        from = at + 2;
+        if from > b.len() {
+            return None;
+        }
+    }
+}
+
+fn skip_space(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+        i += 1;
+    }
+    i
+}
+
+/// Reads the array of numbers opening at `b[open]`: its floats (each finite as `f32`, else
+/// `None` for the whole array) and the index after its `]`. `None` too for an empty array, or
+/// anything but numbers, so that serde reads it and says what is wrong.
+fn number_array(b: &[u8], open: usize) -> Option<(Vec<f32>, usize)> {
+    let mut floats = Vec::with_capacity(384);
+    let mut i = skip_space(b, open + 1);
+    loop {
+        let (x, after) = json_number(b, i)?;
+        let x = x as f32;
+        if !x.is_finite() {
+            return None;
+        }
+        floats.push(x);
+        i = skip_space(b, after);
+        match b.get(i)? {
+            b',' => i = skip_space(b, i + 1),
+            b']' => return Some((floats, i + 1)),
+            _ => return None,
+        }
+    }
+}
+
+/// The powers of ten that are exact as `f64`.
+const EXACT_POWERS: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// The JSON number at `b[i]` and the index after it, when its digits make a `u64` scaled by a
+/// power of ten up to 10^22 either way (the powers exact as `f64`). The value is serde_json's
+/// to the bit: it too takes the digits as a `u64`, converts that to `f64` and divides or
+/// multiplies it once by the same power. `None` for anything else, which serde then reads.
+fn json_number(b: &[u8], mut i: usize) -> Option<(f64, usize)> {
+    let negative = b.get(i) == Some(&b'-');
+    i += usize::from(negative);
+    // Digits past what a u64 holds are not this read's: 2^53 is far below.
+    let push = |mantissa: u64, d: u8| mantissa.checked_mul(10)?.checked_add(u64::from(d - b'0'));
+    let mut mantissa = 0u64;
+    match b.get(i)? {
+        b'0' => i += 1,
+        b'1'..=b'9' => {
+            while let Some(&d @ b'0'..=b'9') = b.get(i) {
+                mantissa = push(mantissa, d)?;
+                i += 1;
+            }
+        }
+        _ => return None,
+    }
+    let mut exponent = 0i32;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let first = i;
+        while let Some(&d @ b'0'..=b'9') = b.get(i) {
+            mantissa = push(mantissa, d)?;
+            i += 1;
+        }
+        if i == first {
+            return None;
+        }
+        exponent = -i32::try_from(i - first).ok()?;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        let negative_exponent = b.get(i) == Some(&b'-');
+        i += usize::from(matches!(b.get(i), Some(b'+' | b'-')));
+        let first = i;
+        let mut e = 0i32;
+        while let Some(&d @ b'0'..=b'9') = b.get(i) {
+            e = e.checked_mul(10)?.checked_add(i32::from(d - b'0'))?;
+            i += 1;
+        }
+        if i == first {
+            return None;
+        }
+        exponent = exponent.checked_add(if negative_exponent { -e } else { e })?;
+    }
+    if exponent.unsigned_abs() as usize >= EXACT_POWERS.len() {
+        return None;
+    }
+    let power = EXACT_POWERS[exponent.unsigned_abs() as usize];
+    let x = if exponent < 0 {
+        mantissa as f64 / power
+    } else {
+        mantissa as f64 * power
+    };
+    Some((if negative { -x } else { x }, i))
 }
 
 /// One declared relation: `{"to": id, "kind": name}`; the kind defaults to `relates`.
@@ -987,6 +1205,41 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_plain_top_level_vector_is_read_ahead_and_anything_else_left_to_serde() {
+        let line = r#"{"id": "v", "vector" : [ 0.5,-1e-3 , 2, 0.10000000149011612 ], "text": "t"}"#;
+        let Lift::Lifted(rest, floats) = lift_vector(line) else {
+            panic!("not read ahead: {line}");
+        };
+        assert_eq!(rest, r#"{"id": "v", "vector" : null, "text": "t"}"#);
+        assert_eq!(floats, vec![0.5, -1e-3, 2.0, 0.1]);
+        let kind = |line: &str| match lift_vector(line) {
+            Lift::Absent => "absent",
+            Lift::Lifted(..) => "lifted",
+            Lift::Serde => "serde",
+        };
+        for (line, want) in [
+            (r#"{"vector": [1], "vector": [2]}"#, "serde"),
+            (r#"{"vector": null}"#, "serde"),
+            (r#"{"vector": []}"#, "serde"),
+            (r#"{"vector": [1, "2"]}"#, "serde"),
+            (r#"{"vec\u0074or": [1]}"#, "serde"),
+            (r#"{"vector": [1e400]}"#, "serde"),
+            (r#"{"vector": [1e-30]}"#, "serde"),
+            (r#"{"vector": [18446744073709551616]}"#, "serde"),
+            (r#"{"vector": [01]}"#, "serde"),
+            (r#"{"text": "unclosed, "vector": [1]}"#, "serde"),
+            (
+                r#"{"other": {"vector": [1]}, "x": ["vector", [1]]}"#,
+                "absent",
+            ),
+            (r#"[{"vector": [1]}]"#, "absent"),
+            (r#"{"text": "a \"vector\": [1]", "vector": [3]}"#, "lifted"),
+        ] {
+            assert_eq!(kind(line), want, "{line}");
+        }
+    }
+
     proptest::proptest! {
         #[test]
         fn any_float_vector_reads_as_the_value_tree_read_it(
@@ -1012,6 +1265,60 @@ mod tests {
                     .join(", ")
             );
             assert_read_as_before(&field);
+        }
+
+        /// Lines whose top-level vector is read ahead of serde (floats as f32 and f64 print
+        /// them, fixed and exponent forms, spaces, keys in any order, look-alike keys in
+        /// strings and nested objects, repeated keys) read as the value tree reads them.
+        #[test]
+        fn vectors_read_ahead_of_serde_read_as_the_value_tree_reads_them(
+            xs in proptest::collection::vec(proptest::num::f32::NORMAL, 0..12),
+            form in 0..4usize,
+            space in proptest::sample::select(vec!["", " ", "\t", " \t \r "]),
+            order in 0..4usize,
+            decoy in 0..5usize,
+            repeat in proptest::bool::ANY,
+        ) {
+            let numbers = xs
+                .iter()
+                .map(|&x| match form {
+                    0 => format!("{x}"),
+                    1 => format!("{}", f64::from(x)),
+                    2 => format!("{x:.6}"),
+                    _ => format!("{x:e}"),
+                })
+                .collect::<Vec<_>>()
+                .join(&format!("{space},{space}"));
+            let vector = format!("\"vector\"{space}:{space}[{space}{numbers}{space}]");
+            let decoy = [
+                r#""note": "a \"vector\":[1] in text""#,
+                r#""other": {"vector": [2, 3]}"#,
+                r#""tags": ["vector", "[4]"]"#,
+                r#""other": {"vector": "x", "deep": [{"vector": [5]}]}"#,
+                r#""title": "v\\""#,
+            ][decoy];
+            let mut fields = vec![r#""id": "v""#.to_string(), r#""text": "t""#.to_string(), decoy.to_string()];
+            fields.insert(order.min(fields.len()), vector.clone());
+            if repeat {
+                fields.push(r#""vector": [6.5]"#.to_string());
+            }
+            let line = format!("{{{space}{}{space}}}", fields.join(&format!(",{space}")));
+            let value: Value = serde_json::from_str(&line).unwrap();
+            let want = value["vector"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().map(|x| x as f32).filter(|x| x.is_finite()))
+                .collect::<Option<Vec<f32>>>()
+                .filter(|v| !v.is_empty());
+            let (sources, problems) = read(&line, Layout::Records);
+            match want {
+                Some(want) => {
+                    proptest::prop_assert!(problems.is_empty(), "{line}: {problems:?}");
+                    proptest::prop_assert_eq!(bits(sources[0].vector.clone()), bits(Some(want)), "{}", line);
+                }
+                None => proptest::prop_assert_eq!(&problems[0].reason, BAD_VECTOR),
+            }
         }
     }
 }
