@@ -1,7 +1,8 @@
 //! The hot paths of a query, measured one by one with criterion on synthetic data made here:
 //! BM25 top-k over 50k fragments, HNSW search over 20k 384-dimensional vectors, reciprocal
 //! rank fusion of three lists, the graph boost on a 100k-node graph, the rollup of a fused
-//! list, and whole queries (lexical, and hybrid with a given vector) through `Finder`.
+//! list, whole queries (lexical, and hybrid with a given vector) through `Finder`, and the
+//! indexing run's reading of record lines with given vectors.
 //!
 //! `cargo bench -p finder-index --bench hot_paths [-- FILTER]`. Under `cargo test
 //! --all-targets` (no `--bench` argument) it only says how to run it: building the corpora
@@ -319,6 +320,33 @@ fn whole_query(c: &mut Criterion) {
     group.finish();
 }
 
+/// The reading thread's work per record line: 2,000 records of ~200 words with a
+/// 384-dimensional given vector.
+fn record_lines(c: &mut Criterion) {
+    let mut rng = Rng(11);
+    let mut bytes = Vec::new();
+    for i in 0..2_000 {
+        let t = rng.below(TOPICS);
+        let title = serde_json::to_string(&text(&mut rng, t, 4)).unwrap();
+        let body = serde_json::to_string(&text(&mut rng, t, 200)).unwrap();
+        // Each `f32` in its shortest form, as a serialised `[f32]` has it.
+        let vector = doc_vector(&mut rng, t)
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        writeln!(
+            bytes,
+            r#"{{"id":"r{i}","title":{title},"text":{body},"vector":[{vector}]}}"#
+        )
+        .unwrap();
+    }
+    assert_eq!(testing::read_record_lines(&bytes), 2_000);
+    c.bench_function("read_2000_record_lines_384d", |b| {
+        b.iter(|| black_box(testing::read_record_lines(black_box(&bytes))))
+    });
+}
+
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         println!("hot_paths: run with `cargo bench -p finder-index --bench hot_paths`");
@@ -330,5 +358,6 @@ fn main() {
     fusion_and_rollup(&mut c);
     graph_boost(&mut c);
     whole_query(&mut c);
+    record_lines(&mut c);
     c.final_summary();
 }

@@ -197,6 +197,22 @@ pub mod testing {
     pub use crate::lexical::{query_terms, top_k};
     pub use crate::vector::ann::{Hnsw, HnswParams};
 
+    /// Reads JSON Lines records from `bytes` as an indexing run's reading thread does (the
+    /// given vectors, fragments, summaries, hashes) and returns how many sources came out.
+    pub fn read_record_lines(bytes: &[u8]) -> usize {
+        let settings = finder_core::IndexSettings::default();
+        let mut sources = 0;
+        crate::ingest::read_lines(
+            bytes,
+            "bench.jsonl",
+            crate::ingest::Layout::Records,
+            "bench",
+            &settings,
+            &mut |item| sources += usize::from(item.is_ok()),
+        );
+        sources
+    }
+
     /// The word analyzer for `language`, as new indexes use it.
     pub fn word_analyzer(language: &str) -> tantivy::tokenizer::TextAnalyzer {
         crate::analyzer::word_analyzer(language, crate::analyzer::ANALYSIS)

@@ -651,6 +651,30 @@ fn number_array(b: &[u8], open: usize) -> Option<(Vec<f32>, usize)> {
     }
 }
 
+/// The eight bytes at `b[i..]` as a decimal number, when all eight are ASCII digits (the first
+/// the most significant), read as one little-endian word: a check of every byte at once, then
+/// pairs, fours and the eight combined by three multiplications.
+fn eight_digits(b: &[u8], i: usize) -> Option<u64> {
+    let word = u64::from_le_bytes(b.get(i..i.checked_add(8)?)?.try_into().ok()?);
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // A byte below b'0' borrows into its top bit when b'0' is taken away; one above b'9' sets
+    // it when 0x46 (0x80 - b'9' - 1) is added. No byte here has its top bit set otherwise.
+    let below = word.wrapping_sub(ONES * u64::from(b'0'));
+    let above = word.wrapping_add(ONES * 0x46);
+    if (below | above) & (ONES * 0x80) != 0 {
+        return None;
+    }
+    // `below` holds the digits' values, the first digit in the lowest byte.
+    let pairs = below * 10 + (below >> 8); // bytes 0, 2, 4, 6: two-digit numbers
+    const LOW_BYTES: u64 = 0x0000_00FF_0000_00FF;
+    // Two products whose upper halves add up to the eight digits' value; what they carry
+    // past 64 bits is not part of it.
+    let fours = (pairs & LOW_BYTES)
+        .wrapping_mul(100 + (1_000_000 << 32))
+        .wrapping_add(((pairs >> 16) & LOW_BYTES).wrapping_mul(1 + (10_000 << 32)));
+    Some(fours >> 32)
+}
+
 /// The powers of ten that are exact as `f64`.
 const EXACT_POWERS: [f64; 23] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
@@ -681,6 +705,11 @@ fn json_number(b: &[u8], mut i: usize) -> Option<(f64, usize)> {
     if b.get(i) == Some(&b'.') {
         i += 1;
         let first = i;
+        // A float's fraction is most of its digits: eight at a time, then one by one.
+        while let Some(eight) = eight_digits(b, i) {
+            mantissa = mantissa.checked_mul(100_000_000)?.checked_add(eight)?;
+            i += 8;
+        }
         while let Some(&d @ b'0'..=b'9') = b.get(i) {
             mantissa = push(mantissa, d)?;
             i += 1;
@@ -1203,6 +1232,27 @@ mod tests {
             let (_, problems) = read(line, Layout::Records);
             assert!(problems[0].reason.starts_with("not valid JSON"), "{line}");
         }
+    }
+
+    #[test]
+    fn eight_digits_are_read_at_once_and_anything_else_is_not() {
+        for text in ["00000000", "12345678", "99999999", "04317826", "100000009x"] {
+            let want = text[..8].parse::<u64>().unwrap();
+            assert_eq!(eight_digits(text.as_bytes(), 0), Some(want), "{text}");
+        }
+        for text in [
+            "1234567",
+            "1234567.",
+            "/2345678",
+            "1234:678",
+            "12 45678",
+            "1234567\u{0}",
+            "é1234567",
+        ] {
+            assert_eq!(eight_digits(text.as_bytes(), 0), None, "{text}");
+        }
+        assert_eq!(eight_digits(b"x12345678", 1), Some(12_345_678));
+        assert_eq!(eight_digits(b"x12345678", 2), None);
     }
 
     #[test]
