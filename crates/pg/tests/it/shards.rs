@@ -105,4 +105,18 @@ fn two_shards_rank_as_one_database() {
         .err()
         .expect("refused");
     assert!(err.to_string().contains("shard 1 of 2"), "{err}");
+
+    // So are shards whose terms different word analyses made (shard 1 relabelled as written
+    // before the analysis was recorded): a query would analyse its words as shard 0's were.
+    let mut client = postgres::Client::connect(&b.url, postgres::NoTls).unwrap();
+    client
+        .batch_execute("UPDATE finder_meta SET record = record - 'analysis'")
+        .unwrap();
+    let err = PgFinder::open(&two, settings.clone())
+        .err()
+        .expect("refused");
+    assert_eq!(
+        err.to_string(),
+        "shard 1: its index-time settings or word analysis differ from shard 0's; index all shards in one run"
+    );
 }
