@@ -633,6 +633,7 @@ fn skip_space(b: &[u8], mut i: usize) -> usize {
 /// `None` for the whole array) and the index after its `]`. `None` too for an empty array, or
 /// anything but numbers, so that serde reads it and says what is wrong.
 fn number_array(b: &[u8], open: usize) -> Option<(Vec<f32>, usize)> {
+    // Room for a MiniLM vector at once; longer ones grow.
     let mut floats = Vec::with_capacity(384);
     let mut i = skip_space(b, open + 1);
     loop {
@@ -688,7 +689,7 @@ const EXACT_POWERS: [f64; 23] = [
 fn json_number(b: &[u8], mut i: usize) -> Option<(f64, usize)> {
     let negative = b.get(i) == Some(&b'-');
     i += usize::from(negative);
-    // Digits past what a u64 holds are not this read's: 2^53 is far below.
+    // Digits past what a u64 holds are left to serde, whose arithmetic then differs.
     let push = |mantissa: u64, d: u8| mantissa.checked_mul(10)?.checked_add(u64::from(d - b'0'));
     let mut mantissa = 0u64;
     match b.get(i)? {
