@@ -207,7 +207,7 @@ fn main_inner() -> Result<()> {
                 progress: !quiet,
                 set,
             };
-            let result = if pg.is_empty() {
+            let mut result = if pg.is_empty() {
                 run::run(&options)?
             } else {
                 run_pg(&options, &pg)?
@@ -215,6 +215,13 @@ fn main_inner() -> Result<()> {
             if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
                 std::fs::create_dir_all(parent)
                     .with_context(|| format!("creating {}", parent.display()))?;
+            }
+            // The top-10 lists go beside the result, as the peers' do (bench/common.py), for
+            // the harness's share of the exact neighbours; the result itself stays small.
+            if let Some(lists) = result.as_object_mut().and_then(|r| r.remove("lists")) {
+                let path = out.with_file_name("lists.json");
+                std::fs::write(&path, serde_json::to_string(&lists)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
             }
             let mut text = serde_json::to_string_pretty(&result)?;
             text.push('\n');

@@ -11,7 +11,7 @@ use postgres::{Client, NoTls};
 use serde_json::{json, Value};
 
 use crate::dataset::Dataset;
-use crate::run::{load_queries, run_modes, write_records, RunOptions, Ticker, K};
+use crate::run::{load_queries, run_modes, write_records, Modes, RunOptions, Ticker, K};
 
 /// Fresh databases, one per shard, dropped with the value unless `keep` is set.
 struct Databases {
@@ -121,7 +121,11 @@ pub fn run_pg(options: &RunOptions, urls: &[String]) -> Result<Value> {
     let embedder: Arc<dyn finder_core::Embed> = Arc::new(embedder);
     finder.attach_embedder(Ok(Some(embedder)));
     let queries = load_queries(&dataset, options.queries_limit, &mut notes)?;
-    let (modes, stages) = run_modes(
+    let Modes {
+        modes,
+        stages,
+        lists,
+    } = run_modes(
         &system,
         &specs,
         &queries,
@@ -149,6 +153,7 @@ pub fn run_pg(options: &RunOptions, urls: &[String]) -> Result<Value> {
         "shards": shards,
         "modes": modes,
         "stages": stages,
+        "lists": lists,
         "notes": notes,
     }))
 }

@@ -228,7 +228,11 @@ pub fn run(options: &RunOptions) -> Result<Value> {
     let embedder: Arc<dyn finder_core::Embed> = Arc::new(embedder);
     finder.attach_embedder(Ok(Some(embedder)));
     let queries = load_queries(&dataset, options.queries_limit, &mut notes)?;
-    let (modes, stages) = run_modes(
+    let Modes {
+        modes,
+        stages,
+        lists,
+    } = run_modes(
         "finder",
         &specs,
         &queries,
@@ -265,6 +269,7 @@ pub fn run(options: &RunOptions) -> Result<Value> {
         "self_rss_bytes": self_peak_rss(),
         "modes": modes,
         "stages": stages,
+        "lists": lists,
         "notes": notes,
     }))
 }
@@ -366,6 +371,8 @@ struct ModeResult {
     summary: Value,
     stages: Value,
     notes: Vec<String>,
+    /// Each query's top [`K`] source ids, in query order.
+    lists: Vec<Vec<String>>,
 }
 
 /// The dataset's queries, cut to `limit`; a note counts those without judgments.
@@ -387,8 +394,20 @@ pub(crate) fn load_queries(
     Ok(queries)
 }
 
-/// Runs every mode: its settings from the preset's overrides, then [`run_mode`]. Returns the
-/// `modes` and `stages` objects of the result; degraded channels become notes.
+/// What [`run_modes`] measured, as the result's objects keyed by mode name.
+pub(crate) struct Modes {
+    /// Latency percentiles and quality per mode.
+    pub(crate) modes: serde_json::Map<String, Value>,
+    /// Each stage's p50 per mode.
+    pub(crate) stages: serde_json::Map<String, Value>,
+    /// Each query's top-[`K`] ids per mode, in query order: written beside the result as
+    /// `lists.json`, the file the peers write, from which the harness computes the dense
+    /// lists' share of the exact neighbours.
+    pub(crate) lists: serde_json::Map<String, Value>,
+}
+
+/// Runs every mode: its settings from the preset's overrides, then [`run_mode`]; degraded
+/// channels become notes.
 pub(crate) fn run_modes(
     system: &str,
     specs: &[finder_eval::RunSpec],
@@ -397,12 +416,10 @@ pub(crate) fn run_modes(
     search: impl Fn(&Query, &Settings) -> Result<SearchResponse>,
     progress: bool,
     notes: &mut Vec<String>,
-) -> Result<(
-    serde_json::Map<String, Value>,
-    serde_json::Map<String, Value>,
-)> {
+) -> Result<Modes> {
     let mut modes = serde_json::Map::new();
     let mut stages = serde_json::Map::new();
+    let mut lists = serde_json::Map::new();
     for spec in specs {
         let settings =
             settings_with(&spec.overrides).with_context(|| format!("mode {}", spec.name))?;
@@ -425,8 +442,13 @@ pub(crate) fn run_modes(
         }
         modes.insert(spec.name.clone(), result.summary);
         stages.insert(spec.name.clone(), result.stages);
+        lists.insert(spec.name.clone(), json!(result.lists));
     }
-    Ok((modes, stages))
+    Ok(Modes {
+        modes,
+        stages,
+        lists,
+    })
 }
 
 /// Untimed passes over the queries before the timed one: 1, or `FINDER_BENCH_WARMUPS` (a
@@ -456,18 +478,19 @@ fn run_mode(
     let mut ndcg = Vec::new();
     let mut recall = Vec::new();
     let mut notes = Vec::new();
+    let mut lists = Vec::with_capacity(queries.len());
     for q in queries {
         let started = Instant::now();
         let response = search(q)?;
         latencies.push(started.elapsed().as_secs_f64() * 1e3);
         recorder.record_diagnostics(&response.diagnostics);
         finder_eval::note_degraded(&response.diagnostics, &mut notes);
-        if q.relevant.is_empty() {
-            continue;
-        }
         let ranked: Vec<String> = response.hits.into_iter().take(K).map(|h| h.id).collect();
-        ndcg.push(ndcg_at(&ranked, &q.relevant, K));
-        recall.push(recall_at(&ranked, &q.relevant, K));
+        if !q.relevant.is_empty() {
+            ndcg.push(ndcg_at(&ranked, &q.relevant, K));
+            recall.push(recall_at(&ranked, &q.relevant, K));
+        }
+        lists.push(ranked);
     }
     let mean = |v: &[f64]| {
         if v.is_empty() {
@@ -492,6 +515,7 @@ fn run_mode(
         }),
         stages: Value::Object(stages),
         notes,
+        lists,
     })
 }
 

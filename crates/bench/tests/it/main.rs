@@ -159,6 +159,40 @@ fn run_scores_finder_on_a_generated_dataset() {
             .as_object()
             .is_some_and(|s| !s.is_empty()));
     }
+    // Each mode's top-10 lists, one per query in query order: the file the harness compares
+    // with the exact neighbours. Recall@10 recomputed from them is the reported one.
+    let queries = Dataset::open(&data).unwrap().queries().unwrap();
+    for mode in ["lexical", "dense", "hybrid"] {
+        let lists = result["lists"][mode].as_array().unwrap();
+        assert_eq!(lists.len(), queries.len(), "{mode}");
+        let mut recall = Vec::new();
+        for (list, q) in lists.iter().zip(&queries) {
+            let ids: Vec<&str> = list
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            assert_eq!(ids.len(), 10, "{mode}: 300 documents fill every page");
+            assert_eq!(
+                ids.iter().collect::<HashSet<_>>().len(),
+                10,
+                "{mode}: {ids:?}"
+            );
+            if !q.relevant.is_empty() {
+                let graded = |id: &str| q.relevant.get(id).is_some_and(|&g| g > 0);
+                let relevant = q.relevant.keys().filter(|id| graded(id)).count();
+                let found = ids.iter().filter(|id| graded(id)).count();
+                recall.push(found as f64 / relevant as f64);
+            }
+        }
+        let mean = recall.iter().sum::<f64>() / recall.len() as f64;
+        let reported = result["modes"][mode]["recall10"].as_f64().unwrap();
+        assert!(
+            (mean - reported).abs() < 1e-9,
+            "{mode}: {mean} vs {reported}"
+        );
+    }
     let lexical = result["modes"]["lexical"]["recall10"].as_f64().unwrap();
     assert!(
         lexical > 0.5,
