@@ -309,7 +309,9 @@ def section(data, chart_rel, chart_sets, command):
         "Fusion is RRF over each side's top 100 everywhere, with Finder's constant (k=20 since "
         "2026-12-02, k=60 before: each run's notes name it); qdrant-edge and LanceDB use their "
         "native fusion. HNSW peers are built and searched with Finder's defaults (m 16, "
-        "ef_construction 200, ef 128). \"ANN x\" after a dense nDCG is the mean share of the exact "
+        "ef_construction 200, and the beam of 300 Finder's vector channel walks with: "
+        "its window of 1.5 x the list depth of 200; 128 in runs up to 2026-12-03; each run's "
+        "notes name it). \"ANN x\" after a dense nDCG is the mean share of the exact "
         "top 10 that the system's dense top 10 holds (shown when below 1). See `bench/README.md` "
         "for what each peer maps to each mode."
     )

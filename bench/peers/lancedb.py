@@ -5,7 +5,7 @@
   positions) over one column title+text; `search(q, query_type="fts")`.
 - dense: below LANCEDB_INDEX_MIN docs (default 50,000) no vector index: exact flat scan with
   cosine distance. From there on an IVF_HNSW_SQ index (cosine; LanceDB's default partitions;
-  m 16, ef_construction 200 as the other HNSW peers), queried with nprobes 20 and ef 128
+  m 16, ef_construction 200 as the other HNSW peers), queried with nprobes 20 and ef 300
   (the plain scan would be exact but linear). Which one ran is in the notes.
 - hybrid: LanceDB's native hybrid query (`query_type="hybrid"`, both sub-queries limited to
   100) with `RRFReranker(K=RRF_K)`, top 10 of the fused list.

@@ -5,7 +5,7 @@
   a GIN index; query = `plainto_tsquery('english', q)` with its ANDs turned into ORs (BM25
   peers are OR queries too), ranked by `ts_rank_cd` (cover density: NOT BM25; it has no IDF).
 - dense: pgvector HNSW (`vector_cosine_ops`) with the shared settings of common.py (m 16,
-  ef_construction 200, ef_search 128: Finder's defaults; pgvector's own are 16/64/40), `ORDER BY embedding <=> q LIMIT k`.
+  ef_construction 200, ef_search 300: Finder's defaults (its beam at 1.5 x the list depth); pgvector's own are 16/64/40), `ORDER BY embedding <=> q LIMIT k`.
 - hybrid: RRF (k=RRF_K) of the lexical top 100 and the dense top 100 in one SQL statement.
 
 Peak RSS: the server is not a child of this process (pg_ctl daemonises it), so this runner

@@ -1,7 +1,7 @@
 """qdrant-edge (PyPI `qdrant-edge-py`, the embedded Qdrant shard, `qdrant_edge.EdgeShard`).
 
 - dense: named vector "dense", cosine, HNSW with the shared settings of common.py (m 16,
-  ef_construct 200, hnsw_ef 128: Finder's defaults; Qdrant's own are 16/100), built by
+  ef_construct 200, hnsw_ef 300: Finder's defaults (its beam at 1.5 x the list depth); Qdrant's own are 16/100), built by
   `EdgeShard.optimize()` after the upload.
 - lexical: named sparse vector "bm25" with `Modifier.Idf` (the shard applies IDF at query
   time); document weights from qdrant-edge's own `Bm25` model (English tokenizer, stop words,
