@@ -158,7 +158,8 @@ pub struct VectorSettings {
     pub vec_list_size: usize,
     /// Hits farther than this cosine distance (1 − cosine) are dropped.
     pub max_vector_distance: f32,
-    /// ANN beam width; the window is reordered by exact cosine.
+    /// ANN beam width. The walk never uses less than its window of 1.5 × `vec_list_size`
+    /// (300 at the defaults), which is reordered by exact cosine.
     pub ef_search: usize,
     /// Past this, the query is answered without the vector channel.
     pub query_embed_timeout_ms: u64,
