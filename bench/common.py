@@ -30,7 +30,7 @@ MODES = ("lexical", "dense", "hybrid")
 # ef_construction 200). The search beam is the one Finder's vector channel walks with at its
 # defaults: never below its window of 1.5 x the list depth (crates/index/src/vector/search.rs),
 # so max(vector.ef_search 128, 1.5 x vector.vec_list_size 200) = 300, in the dense mode as in
-# the hybrid (harness runs up to 2026-12-03 gave the peers 128).
+# the hybrid (harness runs before 6352ce9 gave the peers 128).
 HNSW_M = int(os.environ.get("FINDER_BENCH_HNSW_M", "16"))
 HNSW_EF_CONSTRUCTION = int(os.environ.get("FINDER_BENCH_HNSW_EFC", "200"))
 HNSW_EF = int(os.environ.get("FINDER_BENCH_HNSW_EF", "300"))

@@ -310,7 +310,7 @@ def section(data, chart_rel, chart_sets, command):
         "2026-12-02, k=60 before: each run's notes name it); qdrant-edge and LanceDB use their "
         "native fusion. HNSW peers are built and searched with Finder's defaults (m 16, "
         "ef_construction 200, and the beam of 300 Finder's vector channel walks with: "
-        "its window of 1.5 x the list depth of 200; 128 in runs up to 2026-12-03; each run's "
+        "its window of 1.5 x the list depth of 200; 128 in runs before 6352ce9; each run's "
         "notes name it). \"ANN x\" after a dense nDCG is the mean share of the exact "
         "top 10 that the system's dense top 10 holds (shown when below 1). See `bench/README.md` "
         "for what each peer maps to each mode."
