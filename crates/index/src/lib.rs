@@ -197,6 +197,23 @@ pub mod testing {
     pub use crate::lexical::{query_terms, top_k};
     pub use crate::vector::ann::{Hnsw, HnswParams};
 
+    /// [`crate::index_inputs`], with inputs of at most `one_thread_max_bytes` written by one
+    /// indexing thread (the default is 1 GiB; 0 keeps a thread per core for any input).
+    pub fn index_inputs_one_thread_up_to(
+        dir: &std::path::Path,
+        inputs: &[std::path::PathBuf],
+        settings: &finder_core::Settings,
+        one_thread_max_bytes: u64,
+    ) -> crate::error::Result<crate::RunReport> {
+        crate::writer::index_inputs_one_thread_up_to(
+            dir,
+            inputs,
+            settings,
+            &mut |_| {},
+            one_thread_max_bytes,
+        )
+    }
+
     /// Reads JSON Lines records from `bytes` as an indexing run's reading thread does (the
     /// given vectors, fragments, summaries, hashes) and returns how many sources came out.
     pub fn read_record_lines(bytes: &[u8]) -> usize {

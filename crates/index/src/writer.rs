@@ -65,6 +65,17 @@ pub fn index_inputs(
     settings: &Settings,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<RunReport> {
+    index_inputs_one_thread_up_to(dir, inputs, settings, progress, ONE_THREAD_MAX_INPUT_BYTES)
+}
+
+/// [`index_inputs`], with inputs of at most `one_thread_max_bytes` written by one thread.
+pub(crate) fn index_inputs_one_thread_up_to(
+    dir: &Path,
+    inputs: &[PathBuf],
+    settings: &Settings,
+    progress: &mut dyn FnMut(Progress<'_>),
+    one_thread_max_bytes: u64,
+) -> Result<RunReport> {
     crate::map_large_blocks();
     // Declared first, so dropped last: its release comes after the writer and the rest.
     let _keep = crate::KeepFreedMemory::hold();
@@ -107,7 +118,14 @@ pub fn index_inputs(
         }
     }
 
-    let mut writer: IndexWriter = index.writer(WRITER_MEMORY_BYTES).map_err(|e| match e {
+    // A small run is written by one thread, into one segment: the build needs no merge.
+    let small = ingest::input_bytes_up_to(inputs, one_thread_max_bytes) <= one_thread_max_bytes;
+    let opened = if small {
+        index.writer_with_num_threads(1, WRITER_MEMORY_BYTES)
+    } else {
+        index.writer(WRITER_MEMORY_BYTES)
+    };
+    let mut writer: IndexWriter = opened.map_err(|e| match e {
         tantivy::TantivyError::LockFailure(..) => IndexError::Busy(dir.to_path_buf()),
         e => store_error(dir, e),
     })?;
@@ -445,6 +463,18 @@ fn add_source(
 /// 8.1, the lexical build 8% less in two paired runs, and its peak stays 1.3 GB (below the
 /// query phase's 2.3 GB with vectors; docs/BENCHMARKS.md, seventeenth pass).
 const WRITER_MEMORY_BYTES: usize = 800_000_000;
+
+/// Inputs of at most this many bytes are indexed by one thread (larger ones by a thread per
+/// core, up to tantivy's eight). Reading and analysing the input is the build's bottleneck, not
+/// the threads that write the postings, and on two cores a second writing thread mostly
+/// competes with the reading one; it also writes a second segment, which a build from nothing
+/// then merges (`MERGE_MAX_FRAGMENTS`), rewriting the whole index. Paired runs of
+/// `finder-bench run` (records with their vectors; docs/BENCHMARKS.md, twenty-ninth pass):
+/// SciFact (5,231 fragments) 0.25 s against 0.46, synthetic 10k (57.7 MB) 0.49 against 0.62,
+/// synthetic 100k (577 MB) 3.6 against 4.4, with half the peak memory; at 1M (5.8 GB) one
+/// thread was 4–9% slower (33.4 and 34.7 s against 32.2 and 31.9). Counted from the inputs'
+/// sizes before the run; an incremental run over large inputs keeps the threads.
+const ONE_THREAD_MAX_INPUT_BYTES: u64 = 1 << 30;
 
 /// The largest first build (or rebuild) whose segments are merged into one after its commit.
 /// The merge rewrites the whole index: at 100k fragments 2.8 s, 18% of the lexical build, for

@@ -10,7 +10,7 @@ mod records;
 mod summary;
 mod walk;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use finder_core::IndexSettings;
 
@@ -44,6 +44,27 @@ pub(crate) fn clip_title(title: String) -> String {
     let mut cut = cut.trim_end().to_string();
     cut.push('…');
     cut
+}
+
+/// The bytes `inputs` hold, counted until the sum passes `limit`: a record file's length, a
+/// BEIR folder's `corpus.jsonl`, a notes folder's note files. An input that cannot be read
+/// counts nothing (reading it reports the problem).
+pub(crate) fn input_bytes_up_to(inputs: &[PathBuf], limit: u64) -> u64 {
+    let mut bytes = 0u64;
+    for input in inputs {
+        if bytes > limit {
+            break;
+        }
+        bytes += match detect(input) {
+            Ok(InputKind::Folder) => walk::note_bytes_up_to(input, limit - bytes),
+            Ok(InputKind::Jsonl) => std::fs::metadata(input).map_or(0, |m| m.len()),
+            Ok(InputKind::Beir) => {
+                std::fs::metadata(input.join("corpus.jsonl")).map_or(0, |m| m.len())
+            }
+            Err(_) => 0,
+        };
+    }
+    bytes
 }
 
 /// What kind of input a path is.
@@ -166,6 +187,29 @@ mod tests {
         let path = root.join(name);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn input_bytes_count_what_is_read_and_stop_past_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "notes/a.md", &[b'a'; 100]);
+        write(root, "notes/sub/b.txt", &[b'b'; 50]);
+        write(root, "notes/.hidden/c.md", &[b'c'; 1000]);
+        write(root, "notes/image.png", &[b'd'; 1000]);
+        write(root, "beir/corpus.jsonl", &[b'e'; 30]);
+        write(root, "beir/queries.jsonl", &[b'f'; 1000]);
+        write(root, "recs.jsonl", &[b'g'; 7]);
+        let inputs =
+            |names: &[&str]| -> Vec<PathBuf> { names.iter().map(|n| root.join(n)).collect() };
+        let all = inputs(&["notes", "beir", "recs.jsonl", "missing.jsonl"]);
+        assert_eq!(input_bytes_up_to(&all, u64::MAX), 187);
+        assert_eq!(input_bytes_up_to(&inputs(&["notes"]), u64::MAX), 150);
+        // Past the limit the count stops: the folder's walk after its first note, the rest
+        // of the inputs unread.
+        assert_eq!(input_bytes_up_to(&all, 10), 100);
+        assert_eq!(input_bytes_up_to(&inputs(&["recs.jsonl", "beir"]), 5), 7);
+        assert_eq!(input_bytes_up_to(&[], 0), 0);
     }
 
     #[test]

@@ -23,6 +23,28 @@ pub(super) fn is_note_name(name: &str) -> bool {
         .any(|ext| lower.ends_with(ext))
 }
 
+/// The bytes of the note files under `root`, counted until the sum passes `limit` (the walk
+/// stops there, so a large folder is not walked to its end for an estimate). What cannot be
+/// read counts nothing: the reading walk reports it.
+pub(super) fn note_bytes_up_to(root: &Path, limit: u64) -> u64 {
+    let mut bytes = 0u64;
+    let walk = WalkDir::new(root)
+        .follow_links(false)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
+    for entry in walk.flatten() {
+        if !entry.file_type().is_file() || !is_note_name(&entry.file_name().to_string_lossy()) {
+            continue;
+        }
+        bytes += entry.metadata().map_or(0, |m| m.len());
+        if bytes > limit {
+            break;
+        }
+    }
+    bytes
+}
+
 /// The note files under `root` and the problems met on the way, in relative-path order.
 pub(super) fn note_files(root: &Path) -> Vec<Result<NoteFile, Problem>> {
     let mut found: Vec<(String, Result<NoteFile, Problem>)> = Vec::new();

@@ -465,9 +465,10 @@ fn segments(index_dir: &std::path::Path) -> usize {
     lexical_files(index_dir, "store").len()
 }
 
-/// A first build ends as one segment (the indexing threads' segments merged after its
-/// commit), and searches as before; a later run adds a segment of its own and leaves the
-/// merging to tantivy's merge policy.
+/// A first build ends as one segment, and searches as before: a small input is written by one
+/// indexing thread, a larger one by a thread per core whose segments are merged after the
+/// commit (forced here by a one-thread limit of 0 bytes). A later run adds a segment of its own
+/// and leaves the merging to tantivy's merge policy.
 #[test]
 fn a_first_build_is_one_segment() {
     let fx = Fixture::new();
@@ -482,6 +483,21 @@ fn a_first_build_is_one_segment() {
         .collect();
     let input = fx.write("records.jsonl", &lines.join("\n"));
     let settings = Settings::default();
+
+    let threaded = fx.index_dir().with_file_name("threaded");
+    let report = finder_index::testing::index_inputs_one_thread_up_to(
+        &threaded,
+        std::slice::from_ref(&input.to_path_buf()),
+        &settings,
+        0,
+    )
+    .unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(segments(&threaded), 1);
+    let finder = Finder::open(&threaded, Settings::default()).unwrap();
+    assert_eq!(ids(&finder, "w1234", &settings), vec!["r1234"]);
+    assert_eq!(ids(&finder, "shared", &settings).len(), 50);
+
     let report = fx.index(&[&input], &settings);
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(segments(&fx.index_dir()), 1);
