@@ -171,7 +171,9 @@ def others_cpu(start, end, rusage, wall):
 
 def command_for(system, ddir, out, scratch, queries_limit, args):
     if system == "finder":
-        cmd = [args.finder_bin, "run", "--data", ddir, "--out", out]
+        # boost: hybrid with the graph boost, which only Finder has (its own table line)
+        cmd = [args.finder_bin, "run", "--data", ddir, "--out", out,
+               "--modes", "lexical,dense,hybrid,boost"]
     else:
         cmd = [
             args.python,
@@ -327,7 +329,8 @@ def merge_rounds(recs):
     out["rounds"] = len(recs)
     for m, x in (out.get("modes") or {}).items():
         per = [(r.get("modes") or {}).get(m) or {} for r in recs]
-        for key in ("mean_ms", "p50_ms", "p95_ms", "p99_ms"):
+        for key in ("mean_ms", "p50_ms", "p95_ms", "p99_ms",
+                    "boost_p50_ms", "boost_p95_ms", "boost_p99_ms"):
             vals = [p[key] for p in per if p.get(key) is not None]
             if vals:
                 x[key] = median(vals)

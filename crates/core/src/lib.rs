@@ -32,7 +32,8 @@ pub use model::{
     SearchResponse, SourceKey, StageIssue, StageTime,
 };
 pub use pipeline::{
-    search, search_with, ChannelOutcome, FragmentMeta, GraphState, Retriever, SourceView, Stopwatch,
+    search, search_with, ChannelOutcome, FragmentMeta, GraphState, Retriever, SourceView,
+    Stopwatch, BOOST_STAGE,
 };
 pub use refine::{
     apply_filter, apply_rerank, collapse_near_duplicates, comparable_score, content_tokens, facets,

@@ -18,6 +18,10 @@ use crate::rollup::rollup_with_owners;
 use crate::settings::Settings;
 use crate::FastMap;
 
+/// The stage (in [`Diagnostics::stages`](crate::Diagnostics)) that times the graph boost:
+/// matching the query's entity names and the personalized PageRank over the graph.
+pub const BOOST_STAGE: &str = "graph.boost";
+
 /// What a channel did for one query.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ChannelOutcome {
@@ -245,7 +249,7 @@ fn graph_stages<R: Retriever>(
         Vec::new()
     };
     let report = crate::graph::apply_boost(access, fused, &named, g);
-    watch.lap("graph.boost");
+    watch.lap(BOOST_STAGE);
     Some(BoostDiagnostics {
         status: ChannelStatus::Ran,
         reason: None,

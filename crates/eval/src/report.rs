@@ -209,6 +209,12 @@ impl LatencyRecorder {
         Percentiles::of(&self.totals)
     }
 
+    /// The times of stage `name`, one per query in which it ran, in query order; empty when
+    /// it never ran.
+    pub fn stage_samples(&self, name: &str) -> &[f64] {
+        self.stages.get(name).map_or(&[], Vec::as_slice)
+    }
+
     /// p50/p95 per stage, over the queries in which that stage ran.
     pub fn stages(&self) -> BTreeMap<String, Percentiles> {
         self.stages
@@ -357,5 +363,8 @@ mod tests {
         assert_eq!(stages["lexical"], Percentiles { p50: 3.0, p95: 3.0 });
         assert_eq!(stages["fuse"].p50, 0.25);
         assert_eq!(lat.latency().p50, 7.0);
+        // one sample per query the stage ran in, a repeated stage summed
+        assert_eq!(lat.stage_samples("lexical"), [3.0]);
+        assert!(lat.stage_samples("graph.boost").is_empty());
     }
 }

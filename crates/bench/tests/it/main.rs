@@ -130,7 +130,7 @@ fn run_scores_finder_on_a_generated_dataset() {
         index: Some(index.clone()),
         keep: false,
         reuse: false,
-        modes: "lexical,dense,hybrid".into(),
+        modes: "lexical,dense,hybrid,boost".into(),
         queries_limit: None,
         progress: false,
         set: Vec::new(),
@@ -158,6 +158,23 @@ fn run_scores_finder_on_a_generated_dataset() {
         assert!(result["stages"][mode]
             .as_object()
             .is_some_and(|s| !s.is_empty()));
+    }
+    // The boost's own time is reported where it ran, for every query: the generated
+    // documents link to each other, so there is a graph to boost along.
+    let boost = &result["modes"]["boost"];
+    assert_eq!(boost["boost_queries"], 20, "{boost}");
+    let p = |key: &str| boost[key].as_f64().unwrap();
+    assert!(0.0 < p("boost_p50_ms") && p("boost_p50_ms") <= p("boost_p95_ms"));
+    assert!(p("boost_p95_ms") <= p("boost_p99_ms") && p("boost_p99_ms") <= p("p99_ms"));
+    assert_eq!(
+        result["stages"]["boost"]["graph.boost"].as_f64(),
+        Some(p("boost_p50_ms"))
+    );
+    for mode in ["lexical", "dense", "hybrid"] {
+        assert!(
+            result["modes"][mode].get("boost_queries").is_none(),
+            "{mode}"
+        );
     }
     // Each mode's top-10 lists, one per query in query order: the file the harness compares
     // with the exact neighbours. Recall@10 recomputed from them is the reported one.
