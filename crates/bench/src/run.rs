@@ -505,25 +505,17 @@ fn run_mode(
         .map(|(stage, p)| (stage, json!(p.p50)))
         .collect();
     let mut summary = json!({
-        "p50_ms": percentile(&latencies, 50.0),
-        "p95_ms": percentile(&latencies, 95.0),
-        "p99_ms": percentile(&latencies, 99.0),
         "mean_ms": mean(&latencies),
         "ndcg10": mean(&ndcg),
         "recall10": mean(&recall),
     });
+    put_tail_percentiles(&mut summary, "", &latencies);
     // The graph boost's own time, for the target on it (the whole query holds the channels,
     // fusion and rollup too); over the queries it ran in, which `boost_queries` counts.
     let boost = recorder.stage_samples(BOOST_STAGE);
     if !boost.is_empty() {
         summary["boost_queries"] = json!(boost.len());
-        for (key, p) in [
-            ("boost_p50_ms", 50.0),
-            ("boost_p95_ms", 95.0),
-            ("boost_p99_ms", 99.0),
-        ] {
-            summary[key] = json!(percentile(boost, p));
-        }
+        put_tail_percentiles(&mut summary, "boost_", boost);
     }
     Ok(ModeResult {
         summary,
@@ -531,6 +523,13 @@ fn run_mode(
         notes,
         lists,
     })
+}
+
+/// Sets `{prefix}p50_ms`, `{prefix}p95_ms` and `{prefix}p99_ms` of `summary` from `samples`.
+fn put_tail_percentiles(summary: &mut Value, prefix: &str, samples: &[f64]) {
+    for p in [50, 95, 99] {
+        summary[format!("{prefix}p{p}_ms")] = json!(percentile(samples, f64::from(p)));
+    }
 }
 
 /// Streams the corpus into Finder records; returns documents and bytes written.
