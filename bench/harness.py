@@ -13,6 +13,9 @@ in bench/results/<dataset>/<system>.json.
   machine that slows down or speeds up during the run weighs on every system alike), and
   keeps per mode the median of the rounds' latencies with each round's p50 beside it
   (`modes.<mode>.rounds_p50_ms`, in round order; peak RSS is the largest of the rounds).
+- small datasets (at most `--small-docs` documents, default 10,000: SciFact and the 10k
+  corpus) run at least `--small-repeat` rounds (default 3): a pair takes seconds there, and
+  single rounds of tens of microseconds moved Finder/peer ratios by a third.
 
     python bench/harness.py --data-root ~/.cache/finder/bench/data \
         --datasets scifact,synthetic-10k --systems finder,tantivy,qdrant-edge
@@ -67,6 +70,12 @@ def load_caps(path):
 def dataset_docs(ddir):
     with open(os.path.join(ddir, "meta.json")) as f:
         return int(json.load(f)["docs"])
+
+
+def rounds_for(docs, args):
+    """Rounds for a dataset of `docs` documents: `--repeat`, and at least `--small-repeat`
+    when it has at most `--small-docs`."""
+    return max(args.repeat, args.small_repeat) if docs <= args.small_docs else args.repeat
 
 
 def exact_top10(ddir, cache_dir, dname):
@@ -428,9 +437,15 @@ def main():
     ap.add_argument("--keep-scratch", action="store_true")
     ap.add_argument("--repeat", type=int, default=int(os.environ.get("FINDER_BENCH_REPEAT", 1)),
                     help="rounds over every (system, dataset) pair; latencies are the median")
+    ap.add_argument("--small-repeat", type=int,
+                    default=int(os.environ.get("FINDER_BENCH_SMALL_REPEAT", 3)),
+                    help="rounds, at least, for datasets of at most --small-docs documents")
+    ap.add_argument("--small-docs", type=int, default=10_000)
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error(f"--repeat must be 1 or more, not {args.repeat}")
+    if args.small_repeat < 1:
+        ap.error(f"--small-repeat must be 1 or more, not {args.small_repeat}")
     caps = load_caps(args.caps)
     systems = [s for s in args.systems.split(",") if s]
     for s in systems:
@@ -444,12 +459,16 @@ def main():
             continue
         datasets.append((os.path.basename(os.path.normpath(ddir)), ddir))
     datasets.sort(key=lambda x: dataset_docs(x[1]))
+    planned = {d: rounds_for(dataset_docs(ddir), args) for d, ddir in datasets}
+    total = max(planned.values(), default=1)
     failures = 0
     rounds = {}
-    for round_no in range(args.repeat):
-        if args.repeat > 1:
-            print(f"== round {round_no + 1} of {args.repeat}", flush=True)
-        for dname, ddir in datasets:
+    for round_no in range(total):
+        this_round = [(d, ddir) for d, ddir in datasets if planned[d] > round_no]
+        if total > 1:
+            names = "" if len(this_round) == len(datasets) else f" ({', '.join(d for d, _ in this_round)})"
+            print(f"== round {round_no + 1} of {total}{names}", flush=True)
+        for dname, ddir in this_round:
             for s in systems:
                 if s == "finder" and not os.access(args.finder_bin, os.X_OK):
                     rec = {"system": s, "dataset": dname, "docs": dataset_docs(ddir),
@@ -465,7 +484,7 @@ def main():
                 rec = run_one(s, dname, ddir, args, caps)
                 failures += 1 if "error" in rec else 0
                 recs.append(rec)
-                if args.repeat > 1:
+                if planned[dname] > 1:
                     write(os.path.join(args.results, dname, f"{s}.json"), merge_rounds(recs))
     print(f"done: {failures} failed run(s)", flush=True)
 

@@ -374,9 +374,20 @@ def section(data, chart_rel, chart_sets, command):
             "peak RSS the largest"
         )
     elif repeated:
+        # by dataset: the harness repeats small datasets (`--small-repeat`) for every system
+        counts = {}
+        for n, s, d in repeated:
+            counts.setdefault(d, {}).setdefault(n, []).append(s)
+        parts = []
+        for d, by_n in counts.items():
+            ran = [r for r in data[d].values() if not r.get("skipped") and not r.get("error")]
+            if len(by_n) == 1 and len(next(iter(by_n.values()))) == len(ran):
+                parts.append(f"every pair on {d} ({next(iter(by_n))})")
+            else:
+                parts.extend(f"{s} on {d} ({n})" for n, ss in by_n.items() for s in ss)
         L.append(
             "- rounds: "
-            + ", ".join(f"{s} on {d} ({n})" for n, s, d in repeated)
+            + ", ".join(parts)
             + " ran that many times, round after round (each latency the median of the rounds, "
             "index time too, peak RSS the largest); every other row is one run"
         )

@@ -10,14 +10,16 @@
 #     --queries-limit N  only the first N queries of each dataset
 #     --repeat N         run every (system, dataset) pair N times, round after round, and
 #                        report the medians (default 1)
+#     --small-repeat N   at least N rounds for SciFact and the 10k corpus (datasets of at
+#                        most 10,000 documents; default 3)
 #     --ignore-caps      run even what bench/caps.json says would take too long
 #     --skip-build       use target/release/finder-bench as it is
 #     --report-only      only rewrite docs/BENCHMARKS.md and docs/bench-p50.png from bench/results
 #
 # Environment: FINDER_BENCH_HOME (default ~/.cache/finder/bench: venv/, data/, scratch/, logs/),
 # FINDER_BENCH_SIZES, FINDER_BENCH_SYSTEMS, FINDER_BENCH_TIMEOUT, FINDER_BENCH_REPEAT,
-# FINDER_BENCH_SCIFACT (the BEIR folder, default ../shared/data/scifact beside the
-# repository), PYTHON (default python3).
+# FINDER_BENCH_SMALL_REPEAT, FINDER_BENCH_SCIFACT (the BEIR folder, default
+# ../shared/data/scifact beside the repository), PYTHON (default python3).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -45,10 +47,11 @@ while [ $# -gt 0 ]; do
     --timeout) TIMEOUT="$2"; shift 2 ;;
     --queries-limit) EXTRA+=(--queries-limit "$2"); shift 2 ;;
     --repeat) EXTRA+=(--repeat "$2"); shift 2 ;;
+    --small-repeat) EXTRA+=(--small-repeat "$2"); shift 2 ;;
     --ignore-caps) EXTRA+=(--ignore-caps); shift ;;
     --skip-build) BUILD=0; shift ;;
     --report-only) REPORT_ONLY=1; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
