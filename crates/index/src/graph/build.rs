@@ -5,7 +5,8 @@
 //! and `mentions` from a fragment to what it names.
 //!
 //! The whole graph is rebuilt after each indexing run (titles anywhere can change what any
-//! fragment mentions) and published atomically: `graph.bin` is written beside and renamed.
+//! fragment mentions) and published atomically: `graph.json.tmp` is written beside
+//! `graph.json` and renamed over it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
