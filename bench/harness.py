@@ -344,7 +344,7 @@ def merge_rounds(recs):
             if vals:
                 x[key] = median(vals)
         x["rounds_p50_ms"] = [p.get("p50_ms") for p in per]
-    for key in ("index_s", "index_lexical_s", "index_vector_s"):
+    for key in ("index_s", "index_lexical_s", "index_graph_s", "index_vector_s"):
         vals = [r[key] for r in recs if r.get(key) is not None]
         if vals:
             out[key] = median(vals)
