@@ -13,9 +13,10 @@ in bench/results/<dataset>/<system>.json.
   machine that slows down or speeds up during the run weighs on every system alike), and
   keeps per mode the median of the rounds' latencies with each round's p50 beside it
   (`modes.<mode>.rounds_p50_ms`, in round order; peak RSS is the largest of the rounds).
-- small datasets (at most `--small-docs` documents, default 10,000: SciFact and the 10k
-  corpus) run at least `--small-repeat` rounds (default 3): a pair takes seconds there, and
-  single rounds of tens of microseconds moved Finder/peer ratios by a third.
+- small datasets (at most `--small-docs` documents, default 100,000: SciFact and the 10k and
+  100k corpora) run at least `--small-repeat` rounds (default 3): their queries take about a
+  tenth of a millisecond, and single rounds moved Finder/peer ratios by a third at 10k and
+  between 0.71x and 1.61x at 100k.
 
     python bench/harness.py --data-root ~/.cache/finder/bench/data \
         --datasets scifact,synthetic-10k --systems finder,tantivy,qdrant-edge
@@ -440,7 +441,7 @@ def main():
     ap.add_argument("--small-repeat", type=int,
                     default=int(os.environ.get("FINDER_BENCH_SMALL_REPEAT", 3)),
                     help="rounds, at least, for datasets of at most --small-docs documents")
-    ap.add_argument("--small-docs", type=int, default=10_000)
+    ap.add_argument("--small-docs", type=int, default=100_000)
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error(f"--repeat must be 1 or more, not {args.repeat}")

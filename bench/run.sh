@@ -10,8 +10,8 @@
 #     --queries-limit N  only the first N queries of each dataset
 #     --repeat N         run every (system, dataset) pair N times, round after round, and
 #                        report the medians (default 1)
-#     --small-repeat N   at least N rounds for SciFact and the 10k corpus (datasets of at
-#                        most 10,000 documents; default 3)
+#     --small-repeat N   at least N rounds for SciFact and the 10k and 100k corpora
+#                        (datasets of at most 100,000 documents; default 3)
 #     --ignore-caps      run even what bench/caps.json says would take too long
 #     --skip-build       use target/release/finder-bench as it is
 #     --report-only      only rewrite docs/BENCHMARKS.md and docs/bench-p50.png from bench/results
