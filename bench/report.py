@@ -224,14 +224,10 @@ INDEX_RATE = 20_000
 def finder_index_parts(fin):
     """Finder's index seconds as (lexical layer, graph build, vectors), or None when not
     measured. Its `index_lexical_s` is the whole indexing run, the graph build after the
-    lexical commit included; `index_graph_s` is that build's part (runs before it was
-    recorded: the first round's `index_phases`)."""
-    run = fin.get("index_lexical_s")
-    if run is None:
+    lexical commit included; `index_graph_s` is that build's part."""
+    run, graph = fin.get("index_lexical_s"), fin.get("index_graph_s")
+    if run is None or graph is None:
         return None
-    graph = fin.get("index_graph_s")
-    if graph is None:
-        graph = (fin.get("index_phases") or {}).get("graph_s") or 0.0
     return run - graph, graph, fin.get("index_vector_s") or 0.0
 
 

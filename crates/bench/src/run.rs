@@ -174,11 +174,11 @@ pub fn run(options: &RunOptions) -> Result<Value> {
             report.fragments,
             &mut notes,
         );
+        let index_graph_s = phases.graph_s(index_lexical_s);
         if options.progress {
-            let graph_s = phases.graph_s(index_lexical_s);
             eprintln!(
-                "finder: lexical index {index_lexical_s:.1} s, the graph build {graph_s:.1} s of it \
-                 ({fragments} fragments)"
+                "finder: lexical index {index_lexical_s:.1} s, the graph build {index_graph_s:.1} s \
+                 of it ({fragments} fragments)"
             );
         }
 
@@ -222,7 +222,7 @@ pub fn run(options: &RunOptions) -> Result<Value> {
         Some(Built {
             fragments,
             index_lexical_s,
-            index_graph_s: phases.graph_s(index_lexical_s),
+            index_graph_s,
             index_vector_s,
             phases: phases.json(index_lexical_s),
             index_bytes,
