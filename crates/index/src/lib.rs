@@ -167,6 +167,66 @@ impl Drop for KeepFreedMemory {
     }
 }
 
+/// While alive, the process's memory is faulted in as 4 KiB pages: the kernel's transparent
+/// huge pages are off for it (`PR_SET_THP_DISABLE`, Linux with glibc; elsewhere nothing
+/// changes). When
+/// the last one held is dropped, they are on again, unless they were off before the first.
+///
+/// A build of at most 1 GiB of input ([`index_inputs`], the runs one indexing thread writes)
+/// holds it, from opening its writer to the end of its graph build. mimalloc asks for huge
+/// pages on its arenas, so the first touch of each 2 MiB of them has the kernel zero all of
+/// it, and a build's threads touch many such blocks a little: in a 1,000-record build the
+/// indexing thread spent 29% of the run's samples in `clear_page_erms`, 1.5% without huge
+/// pages. Without them, in interleaved runs (docs/BENCHMARKS.md, thirty-third pass), the
+/// lexical layer of the 10k corpus took a median 0.46 s instead of 0.62 (faster in 10 of 11
+/// pairs) and of 100k 3.06 instead of 3.27, with 20-25% less peak memory. A 1M build (5.8 GB
+/// of input) was 1-9% slower without them in three of four pairs, so larger builds keep them.
+/// Turning them back on before the graph build made that build a third slower (its
+/// allocations then fall on ranges the lexical phase left in small pages), so the graph is
+/// built without them too.
+#[doc(hidden)]
+pub struct SmallPages(());
+
+/// How many [`SmallPages`] are alive, and whether the first one turned huge pages off.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+static SMALL_PAGES: std::sync::Mutex<(usize, bool)> = std::sync::Mutex::new((0, false));
+
+impl SmallPages {
+    pub fn hold() -> SmallPages {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        {
+            let mut held = SMALL_PAGES.lock().unwrap_or_else(|e| e.into_inner());
+            if held.0 == 0 {
+                // SAFETY: reading and setting the process's huge-page flag; a failure (an old
+                // kernel) leaves it as it was, and only the speed-up is lost.
+                held.1 = unsafe {
+                    libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) == 0
+                        && libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0
+                };
+            }
+            held.0 += 1;
+        }
+        SmallPages(())
+    }
+}
+
+impl Drop for SmallPages {
+    fn drop(&mut self) {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        {
+            let mut held = SMALL_PAGES.lock().unwrap_or_else(|e| e.into_inner());
+            held.0 -= 1;
+            if held.0 == 0 && held.1 {
+                // SAFETY: as in `hold`.
+                unsafe {
+                    libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
+                }
+                held.1 = false;
+            }
+        }
+    }
+}
+
 /// Has glibc map every block of 128 KiB or more on its own, once per process. By default its
 /// threshold rises (up to 32 MiB) each time such a block is freed, after which blocks of that
 /// size come from the heap, where a few that outlive a build keep the pages around them:
@@ -252,7 +312,15 @@ pub mod testing {
         crate::postings::WordsPlugin::new(language, crate::analyzer::ANALYSIS)
     }
 
-    pub use crate::KeepFreedMemory;
+    pub use crate::{KeepFreedMemory, SmallPages};
+
+    /// Whether the process's memory is faulted in as small pages now: its transparent huge
+    /// pages off ([`SmallPages`]).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    pub fn small_pages_now() -> bool {
+        // SAFETY: reading the process's huge-page flag.
+        unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) == 1 }
+    }
 
     /// mimalloc's purge delay now, and the one a build holds ([`KeepFreedMemory`]).
     #[cfg(feature = "mimalloc")]

@@ -120,6 +120,8 @@ pub(crate) fn index_inputs_one_thread_up_to(
 
     // A small run is written by one thread, into one segment: the build needs no merge.
     let small = ingest::input_bytes_up_to(inputs, one_thread_max_bytes) <= one_thread_max_bytes;
+    // It is also built, graph included, without huge pages (see `SmallPages`).
+    let _small_pages = small.then(crate::SmallPages::hold);
     let opened = if small {
         index.writer_with_num_threads(1, WRITER_MEMORY_BYTES)
     } else {
