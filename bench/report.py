@@ -302,13 +302,16 @@ def versions_table(data):
 
 
 def chart(data, path):
+    """Draws the chart into `path` (not when `path` is None); returns the datasets it shows."""
+    names = [d for d in data if d.startswith("synthetic")] or list(data)
+    names.sort(key=lambda d: docs_of(data[d]))
+    if path is None:
+        return names
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [d for d in data if d.startswith("synthetic")] or list(data)
-    names.sort(key=lambda d: docs_of(data[d]))
     systems = sorted({s for d in names for s in data[d]}, key=sys_key)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), sharey=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -463,7 +466,8 @@ def main():
     ap.add_argument("--chart", default=os.path.join(ROOT, "docs", "bench-p50.png"))
     ap.add_argument("--command", default=None,
                     help="the command to quote (default: results/run.json's, else bench/run.sh)")
-    ap.add_argument("--print", action="store_true", help="print the section instead of splicing")
+    ap.add_argument("--print", action="store_true",
+                    help="print the section instead of splicing; the chart is not written")
     a = ap.parse_args()
     if a.command is None:
         try:
@@ -474,7 +478,7 @@ def main():
     data = load(a.results)
     if not data:
         sys.exit(f"report: no results under {a.results}")
-    sets = chart(data, a.chart)
+    sets = chart(data, None if a.print else a.chart)
     rel = os.path.relpath(a.chart, os.path.dirname(os.path.abspath(a.doc)))
     body = section(data, rel, sets, a.command)
     if a.print:
