@@ -443,6 +443,13 @@ def main():
                     help="rounds, at least, for datasets of at most --small-docs documents")
     ap.add_argument("--small-docs", type=int, default=100_000)
     args = ap.parse_args()
+    # Every run starts in bench/ (the peers are imported from there): a path given relative to
+    # the caller's folder must not change meaning on the way.
+    for name in ("data_root", "results", "scratch", "logs", "cache", "pg_tmp", "finder_bin", "caps"):
+        if getattr(args, name):
+            setattr(args, name, os.path.abspath(getattr(args, name)))
+    if os.sep in args.python:
+        args.python = os.path.abspath(args.python)
     if args.repeat < 1:
         ap.error(f"--repeat must be 1 or more, not {args.repeat}")
     if args.small_repeat < 1:
@@ -454,7 +461,7 @@ def main():
             ap.error(f"unknown system {s!r}; known: {', '.join(SYSTEMS)}")
     datasets = []
     for d in [d for d in args.datasets.split(",") if d]:
-        ddir = d if os.path.isdir(d) else os.path.join(args.data_root, d)
+        ddir = os.path.abspath(d) if os.path.isdir(d) else os.path.join(args.data_root, d)
         if not os.path.exists(os.path.join(ddir, "meta.json")):
             print(f"[{d}] no dataset at {ddir} (meta.json missing): skipped", flush=True)
             continue
