@@ -169,19 +169,19 @@ impl Drop for KeepFreedMemory {
 
 /// While alive, the process's memory is faulted in as 4 KiB pages: the kernel's transparent
 /// huge pages are off for it (`PR_SET_THP_DISABLE`, Linux with glibc; elsewhere nothing
-/// changes). When
-/// the last one held is dropped, they are on again, unless they were off before the first.
+/// changes). When the last one held is dropped, they are on again, unless they were off before
+/// the first.
 ///
 /// A build of at most 1 GiB of input ([`index_inputs`], the runs one indexing thread writes)
 /// holds it, from opening its writer to the end of its graph build. mimalloc asks for huge
-/// pages on its arenas, so the first touch of each 2 MiB of them has the kernel zero all of
-/// it, and a build's threads touch many such blocks a little: in a 1,000-record build the
-/// indexing thread spent 29% of the run's samples in `clear_page_erms`, 1.5% without huge
-/// pages. Without them, in interleaved runs (docs/BENCHMARKS.md, thirty-third pass), the
-/// lexical layer of the 10k corpus took a median 0.46 s instead of 0.62 (faster in 10 of 11
-/// pairs) and of 100k 3.06 instead of 3.27, with 20-25% less peak memory. A 1M build (5.8 GB
-/// of input) was 1-9% slower without them in three of four pairs, so larger builds keep them.
-/// Turning them back on before the graph build made that build a third slower (its
+/// pages on its arenas, so the first touch of each 2 MiB of them has the kernel zero all of it,
+/// and a build's threads touch many such blocks a little: in a 1,000-record build the indexing
+/// thread spent 29% of the run's samples in `clear_page_erms`, 1.5% without huge pages. Without
+/// them, in interleaved runs (docs/BENCHMARKS.md, thirty-third pass), the lexical layer of the
+/// 10k corpus took a median 0.46 s instead of 0.62 (faster in 10 of 11 pairs) and of 100k 3.06
+/// instead of 3.27, with 19-27% less peak memory. A 1M build (5.8 GB of input) was faster
+/// without them in none of four pairs (0.1-9% slower in three, 44% in one), so larger builds
+/// keep them. Turning them back on before the graph build made that build a third slower (its
 /// allocations then fall on ranges the lexical phase left in small pages), so the graph is
 /// built without them too.
 #[doc(hidden)]

@@ -1,5 +1,5 @@
-//! A build runs without transparent huge pages, and the process gets them back after it. A
-//! test binary of its own: the flag is the process's, and the `it` tests' builds,
+//! A small build runs without transparent huge pages, and the process gets them back after it.
+//! A test binary of its own: the flag is the process's, and the `it` tests' builds,
 //! running alongside, would turn it off too.
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
