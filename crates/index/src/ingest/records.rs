@@ -676,16 +676,18 @@ fn eight_digits(b: &[u8], i: usize) -> Option<u64> {
     Some(fours >> 32)
 }
 
-/// The powers of ten that are exact as `f64`.
-const EXACT_POWERS: [f64; 23] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
-    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-];
+/// The powers of ten from 10^0 to 10^308, each the `f64` nearest to it, as serde_json's own
+/// table holds them (its literals `1e0` to `1e308`; parsing "1eN" rounds the same way). Up to
+/// 10^22 they are exact.
+static POWERS_OF_TEN: std::sync::LazyLock<[f64; 309]> = std::sync::LazyLock::new(|| {
+    std::array::from_fn(|n| format!("1e{n}").parse().expect("a power of ten parses"))
+});
 
 /// The JSON number at `b[i]` and the index after it, when its digits make a `u64` scaled by a
-/// power of ten up to 10^22 either way (the powers exact as `f64`). The value is serde_json's
-/// to the bit: it too takes the digits as a `u64`, converts that to `f64` and divides or
-/// multiplies it once by the same power. `None` for anything else, which serde then reads.
+/// power of ten up to 10^308 either way. The value is serde_json's to the bit: it too takes
+/// the digits as a `u64`, converts that to `f64` and divides or multiplies it once by the same
+/// power from the same table. `None` for anything else (more digits than a `u64` holds, a
+/// power past 10^308, which serde reaches in steps), which serde then reads.
 fn json_number(b: &[u8], mut i: usize) -> Option<(f64, usize)> {
     let negative = b.get(i) == Some(&b'-');
     i += usize::from(negative);
@@ -735,10 +737,7 @@ fn json_number(b: &[u8], mut i: usize) -> Option<(f64, usize)> {
         }
         exponent = exponent.checked_add(if negative_exponent { -e } else { e })?;
     }
-    if exponent.unsigned_abs() as usize >= EXACT_POWERS.len() {
-        return None;
-    }
-    let power = EXACT_POWERS[exponent.unsigned_abs() as usize];
+    let power = *POWERS_OF_TEN.get(exponent.unsigned_abs() as usize)?;
     let x = if exponent < 0 {
         mantissa as f64 / power
     } else {
@@ -1136,6 +1135,8 @@ mod tests {
             "[123456789012345678, 1234567890123456789, -123456789012345678, 18446744073709551616]",
             "[1e308, 1.7976931348623157e308, 1e309, 3.4028235e38, 3.4028236e38]",
             "[1e0001, 1e00001, 1e-0307, 1e-00300]",
+            "[5.258834e-33, -6.825219e-33, 4.764025e-8, 1.4e-45, 1.17549435e-38, 123456789e-46]",
+            "[1e-300, 9.999999e-308, 18446744073709551615e-308, 1e-308, 1e-309, 1e308]",
             "[01]",
             "[1.]",
             "[.5]",
@@ -1276,7 +1277,12 @@ mod tests {
             (r#"{"vector": [1, "2"]}"#, "serde"),
             (r#"{"vec\u0074or": [1]}"#, "serde"),
             (r#"{"vector": [1e400]}"#, "serde"),
-            (r#"{"vector": [1e-30]}"#, "serde"),
+            (r#"{"vector": [1e-309]}"#, "serde"),
+            // MiniLM's vectors hold numbers this small in a few columns of every record.
+            (
+                r#"{"vector": [5.258834e-33, -4.764025e-8, 1e-45, 3.4028235e38]}"#,
+                "lifted",
+            ),
             (r#"{"vector": [18446744073709551616]}"#, "serde"),
             (r#"{"vector": [01]}"#, "serde"),
             (r#"{"text": "unclosed, "vector": [1]}"#, "serde"),
