@@ -313,6 +313,13 @@ pub fn terms(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
     out
 }
 
+/// A whitespace-separated word without the characters before its first alphanumeric one and
+/// after its last: the whole word the whole-word analyzer takes. Its alphanumeric runs, the
+/// word analyzer's words, are the untrimmed word's too.
+pub(crate) fn trim_word(word: &str) -> &str {
+    word.trim_matches(|c: char| !c.is_alphanumeric())
+}
+
 #[derive(Clone, Default)]
 struct RawWords;
 
@@ -340,7 +347,7 @@ impl Tokenizer for RawWords {
 impl TokenStream for RawWordStream<'_> {
     fn advance(&mut self) -> bool {
         for word in self.words.by_ref() {
-            let trimmed = word.trim_matches(|c: char| !c.is_alphanumeric());
+            let trimmed = trim_word(word);
             if trimmed.is_empty() {
                 continue;
             }
