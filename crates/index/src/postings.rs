@@ -375,7 +375,12 @@ impl FieldWriter {
             if self.alphanumeric {
                 self.push_words(alphanumeric_runs(text));
             } else {
-                self.push_words(text.split_whitespace());
+                // Trimmed first, as the analyzer trims them: one memo entry per trimmed word.
+                self.push_words(
+                    text.split_whitespace()
+                        .map(trim_word)
+                        .filter(|w| !w.is_empty()),
+                );
             }
         }
         self.end_document();
