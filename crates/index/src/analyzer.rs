@@ -317,7 +317,72 @@ pub fn terms(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
 /// after its last: the whole word the whole-word analyzer takes. Its alphanumeric runs, the
 /// word analyzer's words, are the untrimmed word's too.
 pub(crate) fn trim_word(word: &str) -> &str {
-    word.trim_matches(|c: char| !c.is_alphanumeric())
+    match word.as_bytes() {
+        // Most words start and end with an ASCII letter or digit: nothing to trim.
+        [first, .., last] if first.is_ascii_alphanumeric() && last.is_ascii_alphanumeric() => word,
+        [only] if only.is_ascii_alphanumeric() => word,
+        _ => word.trim_matches(|c: char| !c.is_alphanumeric()),
+    }
+}
+
+/// The whole words of `text`: its whitespace-separated words, each trimmed ([`trim_word`]),
+/// the empty ones left out. The same words as
+/// `text.split_whitespace().map(trim_word).filter(|w| !w.is_empty())`, with ASCII bytes tested
+/// as bytes (the split's character by character decoding was a twentieth of the postings'
+/// time on SciFact's abstracts).
+pub(crate) struct WholeWords<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> WholeWords<'a> {
+    pub(crate) fn new(text: &'a str) -> WholeWords<'a> {
+        WholeWords { text, at: 0 }
+    }
+
+    /// Whether the character at byte `i` is whitespace (as `char::is_whitespace` says), and
+    /// its length in bytes.
+    fn space_at(&self, i: usize) -> (bool, usize) {
+        let b = self.text.as_bytes()[i];
+        if b.is_ascii() {
+            (matches!(b, b'\t'..=b'\r' | b' '), 1)
+        } else {
+            let c = self.text[i..].chars().next().expect("at a char boundary");
+            (c.is_whitespace(), c.len_utf8())
+        }
+    }
+}
+
+impl<'a> Iterator for WholeWords<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let len = self.text.len();
+        loop {
+            while self.at < len {
+                let (space, n) = self.space_at(self.at);
+                if !space {
+                    break;
+                }
+                self.at += n;
+            }
+            if self.at == len {
+                return None;
+            }
+            let start = self.at;
+            while self.at < len {
+                let (space, n) = self.space_at(self.at);
+                if space {
+                    break;
+                }
+                self.at += n;
+            }
+            let word = trim_word(&self.text[start..self.at]);
+            if !word.is_empty() {
+                return Some(word);
+            }
+        }
+    }
 }
 
 #[derive(Clone, Default)]
@@ -326,7 +391,7 @@ struct RawWords;
 /// The whole words of a text, made one at a time into one reused token (a list of them made up
 /// front, a string each, was a tenth of the indexing threads' analysis).
 struct RawWordStream<'a> {
-    words: std::str::SplitWhitespace<'a>,
+    words: WholeWords<'a>,
     text: &'a str,
     token: Token,
 }
@@ -336,7 +401,7 @@ impl Tokenizer for RawWords {
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> RawWordStream<'a> {
         RawWordStream {
-            words: text.split_whitespace(),
+            words: WholeWords::new(text),
             text,
             // At position `usize::MAX`: the first word advances it to 0.
             token: Token::default(),
@@ -346,11 +411,7 @@ impl Tokenizer for RawWords {
 
 impl TokenStream for RawWordStream<'_> {
     fn advance(&mut self) -> bool {
-        for word in self.words.by_ref() {
-            let trimmed = trim_word(word);
-            if trimmed.is_empty() {
-                continue;
-            }
+        if let Some(trimmed) = self.words.next() {
             // `trimmed` is a sub-slice of `text`: its offsets come from the pointers.
             let from = trimmed.as_ptr() as usize - self.text.as_ptr() as usize;
             self.token.offset_from = from;
@@ -539,7 +600,9 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn whole_words_stream_as_they_were_listed(text in "[a-z0-9 .,()\\-«»\t\n]{0,40}|\\PC{0,20}") {
+        fn whole_words_stream_as_they_were_listed(
+            text in "[a-zA-Z0-9 .,()\\-«»é\t\n\r\u{b}\u{c}\u{1c}\u{85}\u{a0}\u{2003}\u{3000}]{0,40}|\\PC{0,20}",
+        ) {
             // The list the tokenizer made up front before it streamed.
             let mut listed = Vec::new();
             for word in text.split_whitespace() {

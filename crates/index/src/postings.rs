@@ -52,7 +52,7 @@ use tantivy::{
     SegmentReader, TantivyDocument, TantivyError,
 };
 
-use crate::analyzer::{raw_analyzer, trim_word, word_analyzer};
+use crate::analyzer::{raw_analyzer, word_analyzer, WholeWords};
 use crate::pages::{u32_at, u64_at};
 use crate::slots::{short_key, SlotKey, SlotTable};
 
@@ -376,11 +376,7 @@ impl FieldWriter {
                 self.push_words(alphanumeric_runs(text));
             } else {
                 // Trimmed first, as the analyzer trims them: one memo entry per trimmed word.
-                self.push_words(
-                    text.split_whitespace()
-                        .map(trim_word)
-                        .filter(|w| !w.is_empty()),
-                );
+                self.push_words(WholeWords::new(text));
             }
         }
         self.end_document();
@@ -519,7 +515,7 @@ impl WordsWriter {
 /// A whitespace-separated word's terms in both fields, found with one probe where each field
 /// would make its own: the word field's words are the alphanumeric runs of each
 /// whitespace-separated word (whitespace is never alphanumeric), so a word gives the same
-/// terms wherever it stands, and the same as its [`trim_word`].
+/// terms wherever it stands, and the same as its [`trim_word`](crate::analyzer::trim_word).
 #[derive(Default)]
 struct BothFields {
     /// A trimmed word → its whole-word term id (or [`NO_TERM`]) and its word-field term
@@ -554,10 +550,7 @@ impl BothFields {
             // Each word trimmed as the whole-word analyzer trims it: its terms in both fields
             // are the trimmed word's, and `cells,` `(cells` `cells.` share one memo entry (a
             // third fewer words analysed in SciFact's abstracts).
-            for word in text.split_whitespace().map(trim_word) {
-                if word.is_empty() {
-                    continue;
-                }
+            for word in WholeWords::new(text) {
                 let start = word.as_ptr() as usize - text.as_ptr() as usize;
                 let key = short_key(word);
                 if let (Some(key), true) = (key, self.words.len() < AHEAD) {
