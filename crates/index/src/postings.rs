@@ -5,10 +5,10 @@
 //!
 //! tantivy's postings writer hashes every token's bytes into its term table and appends the
 //! document to that term's recorder: a random memory access per token, into a structure per
-//! term. This writer finds each word, *as written*, in a memo that gives its term id (the
-//! analysis runs once per distinct word of a segment), and appends each document's sorted
-//! (term, frequency) pairs to one list; the per-term lists are made by one counting sort when
-//! the segment is written. Measured on the same documents, the two fields' postings took
+//! term. This writer finds each word (trimmed of its leading and trailing punctuation) in a
+//! memo that gives its term id (the analysis runs once per distinct word of a segment), and
+//! appends each document's (term, frequency) pairs to one list; the per-term lists are made
+//! by one counting sort when the segment is written. Measured on the same documents, the two fields' postings took
 //! 0.49× tantivy's time at 1M records (docs/BENCHMARKS.md, nineteenth pass). When a
 //! document's two fields hold the same text (as Finder's writer makes them), one probe per
 //! whitespace-separated word gives its terms in both ([`BothFields`]): the 1M lexical build
@@ -300,8 +300,13 @@ struct FieldWriter {
     terms: Vec<Box<str>>,
     /// The current document's term ids.
     doc_terms: Vec<u32>,
-    /// Every document's (term, frequency) pairs, terms ascending, documents in order.
+    /// Every document's (term, frequency) pairs, each term once per document in the order
+    /// of its first token, documents in order.
     pairs: Vec<(u32, u32)>,
+    /// Per term id: the last document that held it (its number plus one; 0 for none yet) and
+    /// its pair's index in `pairs` there. A document's tokens are counted through it, where a
+    /// sort of each document's ids was a tenth of the indexing thread on SciFact.
+    last_pair: Vec<(u32, u32)>,
     /// Where each document's pairs end in `pairs`.
     doc_ends: Vec<u32>,
     /// Each document's length code.
@@ -322,6 +327,7 @@ impl FieldWriter {
             terms: Vec::new(),
             doc_terms: Vec::new(),
             pairs: Vec::new(),
+            last_pair: Vec::new(),
             doc_ends: Vec::new(),
             norms: Vec::new(),
             total_tokens: 0,
@@ -388,15 +394,27 @@ impl FieldWriter {
         let tokens = self.doc_terms.len() as u32;
         self.total_tokens += u64::from(tokens);
         self.norms.push(FieldNormReader::fieldnorm_to_id(tokens));
-        self.doc_terms.sort_unstable();
-        for run in self.doc_terms.chunk_by(|a, b| a == b) {
-            self.pairs.push((run[0], run.len() as u32));
+        // Numbered from one: a zero in `last_pair` is a term no document held yet.
+        let doc = self.doc_ends.len() as u32 + 1;
+        if self.last_pair.len() < self.terms.len() {
+            self.last_pair.resize(self.terms.len(), (0, 0));
+        }
+        for &id in &self.doc_terms {
+            let last = &mut self.last_pair[id as usize];
+            if last.0 == doc {
+                self.pairs[last.1 as usize].1 += 1;
+            } else {
+                // Below 2³² pairs: their bytes count in the writer's memory (see `LISTED`).
+                *last = (doc, self.pairs.len() as u32);
+                self.pairs.push((id, 1));
+            }
         }
         self.doc_ends.push(self.pairs.len() as u32);
     }
 
     fn mem_usage(&self) -> usize {
         self.pairs.capacity() * 8
+            + self.last_pair.capacity() * 8
             + self.doc_ends.capacity() * 4
             + self.norms.capacity()
             + self.memo.bytes()
