@@ -456,10 +456,17 @@ impl FieldWriter {
             begin = end as usize;
         }
         drop(pairs);
-        let mut order: Vec<u32> = (0..terms.len() as u32).collect();
-        order.sort_unstable_by(|&a, &b| terms[a as usize].cmp(&terms[b as usize]));
+        // The terms in byte order, compared by their first eight bytes where those differ:
+        // most comparisons then read no term's bytes (the sort was a tenth of the write).
+        let mut order: Vec<(u64, u32)> = (0..terms.len() as u32)
+            .map(|id| (prefix_key(&terms[id as usize]), id))
+            .collect();
+        order.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| terms[a.1 as usize].cmp(&terms[b.1 as usize]))
+        });
         let mut section = SectionWriter::new(field, out);
-        for id in order {
+        for (_, id) in order {
             let range = starts[id as usize]..starts[id as usize + 1];
             section.term(
                 terms[id as usize].as_bytes(),
@@ -469,6 +476,15 @@ impl FieldWriter {
         }
         section.finish(&norms, total_tokens)
     }
+}
+
+/// A term's first eight bytes as a big-endian number (zeros past its end): keys in the order
+/// of the terms' bytes, two terms with the same key compared whole.
+fn prefix_key(term: &str) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = term.len().min(8);
+    bytes[..n].copy_from_slice(&term.as_bytes()[..n]);
+    u64::from_be_bytes(bytes)
 }
 
 /// The runs of alphanumeric characters of `text`, as tantivy's `SimpleTokenizer` splits it,
