@@ -293,7 +293,7 @@ struct FieldWriter {
     /// Words split as tantivy's `SimpleTokenizer` splits them (the word analyzer), or at
     /// whitespace (the whole-word analyzer).
     alphanumeric: bool,
-    /// A word as written → its term id, or [`NO_TERM`].
+    /// A word (an alphanumeric run, or a trimmed whole word) → its term id, or [`NO_TERM`].
     memo: Memo<u32>,
     /// A term → its id, and the terms by id.
     ids: FastMap<Box<str>, u32>,
