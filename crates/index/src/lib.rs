@@ -314,6 +314,12 @@ pub mod testing {
 
     pub use crate::{KeepFreedMemory, SmallPages};
 
+    /// Page files the calling thread's indexing runs wrote from the records they made as they
+    /// added their documents, rather than from a segment's store.
+    pub fn page_files_written_ahead() -> u64 {
+        crate::pages::WRITTEN_AHEAD.with(std::cell::Cell::get)
+    }
+
     /// Whether the process's memory is faulted in as small pages now: its transparent huge
     /// pages off ([`SmallPages`]).
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -204,3 +204,39 @@ fn a_page_file_that_cannot_be_written_is_a_problem_and_the_store_answers() {
     assert!(written[0].exists());
     assert_eq!(pages(&fx, &settings), from_files);
 }
+
+/// The page file of a small run's one new segment is made from the records the run made as it
+/// added its documents; it is the file the segment's store gives, byte for byte, for a first
+/// run and for a later run that updates a source.
+#[test]
+fn a_small_runs_page_file_is_made_as_it_writes_and_is_the_stores() {
+    let ahead = finder_index::testing::page_files_written_ahead;
+    let before = ahead();
+    let (fx, inputs) = built();
+    assert_eq!(ahead(), before + 1);
+    let first = files(&fx.index_dir(), "pages");
+    assert_eq!(first.len(), 1);
+    fx.write(
+        "notes/backup.md",
+        "# Backups\n\nWeekly now: the restore script, the token, and «café» notes.\n",
+    );
+    let report = run(&fx, &inputs);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.counts.updated, 1);
+    assert_eq!(ahead(), before + 2);
+
+    // Every file again, this time from the stores (a run that adds nothing has no records).
+    let written = files(&fx.index_dir(), "pages");
+    assert_eq!(written.len(), 2);
+    let bytes: Vec<Vec<u8>> = written.iter().map(|f| std::fs::read(f).unwrap()).collect();
+    for file in &written {
+        std::fs::remove_file(file).unwrap();
+    }
+    let report = run(&fx, &inputs);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(ahead(), before + 2);
+    assert_eq!(files(&fx.index_dir(), "pages"), written);
+    for (file, bytes) in written.iter().zip(&bytes) {
+        assert!(std::fs::read(file).unwrap() == *bytes, "{}", file.display());
+    }
+}
