@@ -7,8 +7,10 @@
 //! a quarter of a lexical query over 10k fragments (docs/BENCHMARKS.md, thirteenth pass). A
 //! page file answers with one offset lookup and one read of the record alone.
 //!
-//! A file is derived from its segment's store after each commit ([`write_missing`]) and is
-//! named after the segment (`<segment id>.pages` beside the segment's own files). Segments
+//! A file is derived from its segment's store after each commit ([`write_missing`]), or for
+//! a run on one indexing thread from the same records made as the run added its documents
+//! ([`PagesAhead`]: the same bytes, without reading the store back), and is named after the
+//! segment (`<segment id>.pages` beside the segment's own files). Segments
 //! never change, so a file never goes stale; it goes when its segment does. A segment
 //! without a readable file (an index written before page files, a write that failed, a
 //! segment a later merge made) is read from the store as before, and so is any record a
