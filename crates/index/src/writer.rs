@@ -130,10 +130,7 @@ pub(crate) fn index_inputs_one_thread_up_to(
     // A small run's page file is made as its documents are added (see `PagesAhead`).
     let mut ahead = if small {
         let before = index.searchable_segment_ids().map_err(err)?;
-        Some(crate::pages::PagesAhead::new(
-            before.into_iter().collect(),
-            PAGES_AHEAD_MAX_BYTES,
-        ))
+        crate::pages::PagesAhead::start(dir, before.into_iter().collect())
     } else {
         None
     };
@@ -386,10 +383,6 @@ fn kind_name(kind: &ingest::InputKind) -> &'static str {
         ingest::InputKind::Beir => "beir",
     }
 }
-
-/// Page records a small run holds for its page file at most; past them the file is made from
-/// the store, as for a large run. SciFact's are 9 MB, 100k synthetic records' 105 MB.
-const PAGES_AHEAD_MAX_BYTES: usize = 256 << 20;
 
 /// Writes one document per fragment (at least one per source, so the record has a home), and
 /// its page record to `ahead` when given.
