@@ -532,10 +532,13 @@ pub(crate) fn write_missing(
             .iter()
             .position(|(segment, _)| ahead.fits(segment, new_segments))
         {
-            let (_, target) = todo.remove(i);
-            ahead.write(&target)?;
-            ahead_written = 1;
-            WRITTEN_AHEAD.with(|n| n.set(n.get() + 1));
+            // A failed write leaves the segment to the walk over its store below, which
+            // writes its file or reports why it cannot.
+            if ahead.write(&todo[i].1).is_ok() {
+                todo.remove(i);
+                ahead_written = 1;
+                WRITTEN_AHEAD.with(|n| n.set(n.get() + 1));
+            }
         }
     }
     // Largest first, a segment per core at a time: a file is a walk over its segment's
