@@ -409,6 +409,8 @@ pub(crate) struct PagesAhead {
     /// Where each record starts, and where the next will.
     offsets: Vec<u64>,
     end: u64,
+    /// Each record's fragment key: the segment's own, document by document, must be these.
+    keys: Vec<u64>,
     record: Vec<u8>,
 }
 
@@ -435,13 +437,20 @@ impl PagesAhead {
             path,
             offsets: Vec::new(),
             end: 0,
+            keys: Vec::new(),
             record: Vec::new(),
         })
     }
 
-    /// The page record of the document just added: a fragment's body and extent, and on a
-    /// source's first fragment its source.
-    pub(crate) fn push(&mut self, body: &str, extent: &Extent, source: Option<&SourceRecord>) {
+    /// The page record of the document just added: the fragment's key, body and extent, and
+    /// on a source's first fragment its source.
+    pub(crate) fn push(
+        &mut self,
+        key: u64,
+        body: &str,
+        extent: &Extent,
+        source: Option<&SourceRecord>,
+    ) {
         let Some(out) = &mut self.out else {
             return;
         };
@@ -454,15 +463,25 @@ impl PagesAhead {
         }
         self.offsets.push(self.end);
         self.end += self.record.len() as u64;
+        self.keys.push(key);
     }
 
     /// Whether `segment` holds exactly the documents pushed, in their order: the one segment
-    /// that is new, with as many documents (deleted ones included).
+    /// that is new, with as many documents (deleted ones included), each with the fragment
+    /// key pushed for it. A segment merged at the commit (from this run's and others, or
+    /// from this run's in another order) fails the keys.
     fn fits(&self, segment: &SegmentReader, new_segments: usize) -> bool {
-        self.out.is_some()
-            && new_segments == 1
-            && !self.before.contains(&segment.segment_id())
-            && segment.max_doc() as usize == self.offsets.len()
+        if self.out.is_none()
+            || new_segments != 1
+            || self.before.contains(&segment.segment_id())
+            || segment.max_doc() as usize != self.keys.len()
+        {
+            return false;
+        }
+        let Ok(keys) = segment.fast_fields().u64("fragment_key") else {
+            return false;
+        };
+        (0..segment.max_doc()).all(|doc| keys.first(doc) == Some(self.keys[doc as usize]))
     }
 
     /// Writes the page file to `target`: to a temporary name first, renamed once whole.

@@ -127,13 +127,6 @@ pub(crate) fn index_inputs_one_thread_up_to(
     } else {
         index.writer(WRITER_MEMORY_BYTES)
     };
-    // A small run's page file is made as its documents are added (see `PagesAhead`).
-    let mut ahead = if small {
-        let before = index.searchable_segment_ids().map_err(err)?;
-        crate::pages::PagesAhead::start(dir, before.into_iter().collect())
-    } else {
-        None
-    };
     let mut writer: IndexWriter = opened.map_err(|e| match e {
         tantivy::TantivyError::LockFailure(..) => IndexError::Busy(dir.to_path_buf()),
         e => store_error(dir, e),
@@ -142,6 +135,14 @@ pub(crate) fn index_inputs_one_thread_up_to(
     // segments, delete bitsets named by opstamp). The next run reuses those opstamps, so they
     // must go before it writes: tantivy refuses to overwrite an existing file.
     writer.garbage_collect_files().wait().map_err(err)?;
+    // A small run's page file is made as its documents are added (see `PagesAhead`); its
+    // records' file is made only now, under the writer's lock.
+    let mut ahead = if small {
+        let before = index.searchable_segment_ids().map_err(err)?;
+        crate::pages::PagesAhead::start(dir, before.into_iter().collect())
+    } else {
+        None
+    };
     if rebuild {
         writer.delete_all_documents().map_err(err)?;
     }
@@ -436,10 +437,11 @@ fn add_source(
             heading: fragment.heading.clone(),
             source: first.then(|| record.clone()),
         };
+        let key = fragment_key(&source.id, fragment.ordinal).0;
         let mut doc = doc!(
             fields.source_id => source.id.as_str(),
             fields.source_key => skey.0,
-            fields.fragment_key => fragment_key(&source.id, fragment.ordinal).0,
+            fields.fragment_key => key,
             fields.ordinal => fragment.ordinal as u64,
             fields.text => indexed.as_str(),
             fields.body => fragment.text.as_str(),
@@ -462,7 +464,12 @@ fn add_source(
         }
         writer.add_document(doc)?;
         if let Some(ahead) = &mut ahead {
-            ahead.push(&fragment.text, &fragment.extent, first.then_some(&record));
+            ahead.push(
+                key,
+                &fragment.text,
+                &fragment.extent,
+                first.then_some(&record),
+            );
         }
     }
     Ok(record)

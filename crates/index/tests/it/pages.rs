@@ -240,3 +240,34 @@ fn a_small_runs_page_file_is_made_as_it_writes_and_is_the_stores() {
         assert!(std::fs::read(file).unwrap() == *bytes, "{}", file.display());
     }
 }
+
+/// Run after run that adds a note, the merge policy merging the small segments at some of
+/// the commits: every run's page files give the pages the stores give.
+#[test]
+fn page_files_made_as_runs_write_stay_the_stores_through_merges() {
+    let (fx, inputs) = built();
+    let settings = Settings::default();
+    let mut segments = Vec::new();
+    for round in 0..12 {
+        fx.write(
+            &format!("notes/round{round}.md"),
+            &format!("# Round {round}\n\nThe restore token w{round}, «nightly» backups.\n"),
+        );
+        let report = run(&fx, &inputs);
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.counts.added, 1, "round {round}");
+        segments.push(fx.open().status().unwrap().segments);
+        let from_files = pages(&fx, &settings);
+        for file in files(&fx.index_dir(), "pages") {
+            std::fs::remove_file(file).unwrap();
+        }
+        assert_eq!(pages(&fx, &settings), from_files, "round {round}");
+        let report = run(&fx, &inputs);
+        assert_eq!(report.counts.unchanged, 43 + round, "round {round}");
+    }
+    // Some commit merged: the segment count fell between two runs.
+    assert!(
+        segments.windows(2).any(|w| w[1] < w[0]),
+        "no merge in {segments:?}"
+    );
+}
