@@ -298,7 +298,7 @@ pub(crate) fn raw_analyzer() -> TextAnalyzer {
 /// In `auto` mode the trigram list runs only for such queries.
 pub fn looks_like_identifier(query: &str) -> bool {
     query.split_whitespace().any(|word| {
-        let word = word.trim_matches(|c: char| !c.is_alphanumeric());
+        let word = trim_word(word);
         word.chars().any(|c| c.is_ascii_digit()) || word.contains(['-', '_', '.', '/'])
     })
 }

@@ -406,9 +406,8 @@ pub(crate) struct PagesAhead {
     /// store, as for any other segment).
     out: Option<BufWriter<File>>,
     path: PathBuf,
-    /// Where each record starts, and where the next will.
+    /// Where each record starts, then where the last ends: the page file's offsets.
     offsets: Vec<u64>,
-    end: u64,
     /// Each record's fragment key: the segment's own, document by document, must be these.
     keys: Vec<u64>,
     record: Vec<u8>,
@@ -435,8 +434,7 @@ impl PagesAhead {
             before,
             out: Some(BufWriter::with_capacity(WRITE_BYTES, file)),
             path,
-            offsets: Vec::new(),
-            end: 0,
+            offsets: vec![0],
             keys: Vec::new(),
             record: Vec::new(),
         })
@@ -461,8 +459,8 @@ impl PagesAhead {
             self.out = None;
             return;
         }
-        self.offsets.push(self.end);
-        self.end += self.record.len() as u64;
+        let end = self.offsets.last().expect("starts with 0") + self.record.len() as u64;
+        self.offsets.push(end);
         self.keys.push(key);
     }
 
@@ -495,21 +493,12 @@ impl PagesAhead {
             .into_inner()
             .map_err(|e| io(&self.path)(e.into_error()))?;
         records.seek(SeekFrom::Start(0)).map_err(io(&self.path))?;
-        let tmp = PathBuf::from(format!("{}.tmp", target.display()));
+        let tmp = temporary(target);
         let mut file = File::create(&tmp).map_err(io(&tmp))?;
-        let mut head = Vec::with_capacity(HEADER_BYTES + 8 * (self.offsets.len() + 1));
-        head.extend_from_slice(MAGIC);
-        head.extend_from_slice(&(self.offsets.len() as u32).to_le_bytes());
-        head.extend_from_slice(&[0; 4]);
-        for offset in self.offsets.iter().chain([&self.end]) {
-            head.extend_from_slice(&offset.to_le_bytes());
-        }
-        file.write_all(&head).map_err(io(&tmp))?;
+        file.write_all(&header(&self.offsets)).map_err(io(&tmp))?;
         // Copied by the kernel where it can (`copy_file_range`).
         std::io::copy(&mut records, &mut file).map_err(io(&tmp))?;
-        file.sync_all().map_err(io(&tmp))?;
-        drop(file);
-        std::fs::rename(&tmp, target).map_err(io(target))
+        install(file, &tmp, target)
     }
 }
 
@@ -595,7 +584,7 @@ pub(crate) fn write_missing(
 /// Writes `segment`'s page file to `target`: to a temporary name first, renamed once whole.
 fn write_segment(dir: &Path, target: &Path, segment: &SegmentReader, fields: Fields) -> Result<()> {
     let docs = segment.max_doc() as usize;
-    let tmp = PathBuf::from(format!("{}.tmp", target.display()));
+    let tmp = temporary(target);
     let io = |source| IndexError::Io {
         path: tmp.clone(),
         source,
@@ -639,16 +628,39 @@ fn write_segment(dir: &Path, target: &Path, segment: &SegmentReader, fields: Fie
         });
     }
     out.seek(SeekFrom::Start(0)).map_err(io)?;
-    out.write_all(MAGIC).map_err(io)?;
-    out.write_all(&(docs as u32).to_le_bytes()).map_err(io)?;
-    out.write_all(&[0; 4]).map_err(io)?;
-    for offset in &offsets {
-        out.write_all(&offset.to_le_bytes()).map_err(io)?;
-    }
+    out.write_all(&header(&offsets)).map_err(io)?;
     let file = out.into_inner().map_err(|e| io(e.into_error()))?;
-    file.sync_all().map_err(io)?;
+    install(file, &tmp, target)
+}
+
+/// The temporary name a page file is written under before it is renamed to `target`.
+fn temporary(target: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.tmp", target.display()))
+}
+
+/// A page file's header and offsets: `offsets` holds where each record starts, then where the
+/// last ends.
+fn header(offsets: &[u64]) -> Vec<u8> {
+    let docs = offsets.len() - 1;
+    let mut head = Vec::with_capacity(HEADER_BYTES + 8 * offsets.len());
+    head.extend_from_slice(MAGIC);
+    head.extend_from_slice(&(docs as u32).to_le_bytes());
+    head.extend_from_slice(&[0; 4]);
+    for offset in offsets {
+        head.extend_from_slice(&offset.to_le_bytes());
+    }
+    head
+}
+
+/// Makes a page file written whole under its temporary name `tmp` durable, then renames it to
+/// `target`.
+fn install(file: File, tmp: &Path, target: &Path) -> Result<()> {
+    file.sync_all().map_err(|source| IndexError::Io {
+        path: tmp.to_path_buf(),
+        source,
+    })?;
     drop(file);
-    std::fs::rename(&tmp, target).map_err(|source| IndexError::Io {
+    std::fs::rename(tmp, target).map_err(|source| IndexError::Io {
         path: target.to_path_buf(),
         source,
     })
