@@ -46,13 +46,25 @@ pub const ANALYSIS: u32 = 2;
 /// Words split on non-alphanumerics, plural acronyms made singular (from analysis 2),
 /// lowercased, accents folded, stop words dropped, stemmed.
 pub(crate) fn word_analyzer(lang: &str, analysis: u32) -> TextAnalyzer {
+    word_analyzer_remembering(lang, analysis, MEMO_MAX_WORDS)
+}
+
+/// [`word_analyzer`] without its memo of stems, for a caller that remembers each word's term
+/// itself (the postings writer analyses each distinct word once: a memo there only paid for
+/// a probe and two copies per new word).
+pub(crate) fn word_analyzer_unremembering(lang: &str, analysis: u32) -> TextAnalyzer {
+    word_analyzer_remembering(lang, analysis, 0)
+}
+
+/// [`word_analyzer`] whose stemmer remembers at most `memo_words` words.
+fn word_analyzer_remembering(lang: &str, analysis: u32, memo_words: usize) -> TextAnalyzer {
     let language = language(lang).unwrap_or(Language::English);
     TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(64))
         .filter(AcronymPlurals { on: analysis >= 2 })
         .filter(LowerCaser)
         .filter(AsciiFoldingFilter)
-        .filter(MemoStemmer::new(language))
+        .filter(MemoStemmer::new(language, memo_words))
         .build()
 }
 
@@ -169,8 +181,9 @@ const MEMO_MAX_WORDS: usize = 1 << 16;
 struct MemoStemmer(Words);
 
 impl MemoStemmer {
-    fn new(language: Language) -> MemoStemmer {
+    fn new(language: Language, memo_words: usize) -> MemoStemmer {
         MemoStemmer(Words {
+            memo_words,
             stemmer: frostem::Stemmer::new(algorithm(language)),
             stop: StopWordFilter::new(language).map(|stop| {
                 TextAnalyzer::builder(RawTokenizer::default())
@@ -201,17 +214,20 @@ struct MemoStemmerFilter<T> {
 
 /// A [`MemoStemmer`]'s stemmer, stop words and memo.
 struct Words {
+    /// The most words `memo` holds (0: none, and no probe).
+    memo_words: usize,
     stemmer: frostem::Stemmer,
     /// The language's stop words as tantivy's filter over one whole word (none for a
     /// language tantivy has no list for).
     stop: Option<TextAnalyzer>,
-    /// Word → its stem, or `None` for a stop word (at most [`MEMO_MAX_WORDS`] words).
+    /// Word → its stem, or `None` for a stop word (at most `memo_words` words).
     memo: FastMap<Box<str>, Option<Box<str>>>,
 }
 
 impl Clone for Words {
     fn clone(&self) -> Self {
         Words {
+            memo_words: self.memo_words,
             stemmer: self.stemmer,
             stop: self.stop.clone(),
             memo: FastMap::default(),
@@ -220,9 +236,16 @@ impl Clone for Words {
 }
 
 impl Words {
+    fn memo_hit(&self, word: &str) -> Option<&Option<Box<str>>> {
+        if self.memo_words == 0 {
+            return None;
+        }
+        self.memo.get(word)
+    }
+
     /// Puts `word`'s stem in its place; false for a stop word (to be dropped).
     fn stem_in_place(&mut self, word: &mut String) -> bool {
-        if let Some(known) = self.memo.get(word.as_str()) {
+        if let Some(known) = self.memo_hit(word) {
             let Some(stem) = known else {
                 return false;
             };
@@ -235,7 +258,7 @@ impl Words {
             .as_mut()
             .is_some_and(|stop| !stop.token_stream(word).advance());
         let stem = (!stop).then(|| self.stemmer.stem(word).into_owned());
-        if self.memo.len() < MEMO_MAX_WORDS {
+        if self.memo.len() < self.memo_words {
             self.memo
                 .insert(word.as_str().into(), stem.as_deref().map(Into::into));
         }

@@ -52,7 +52,7 @@ use tantivy::{
     SegmentReader, TantivyDocument, TantivyError,
 };
 
-use crate::analyzer::{raw_analyzer, word_analyzer, WholeWords};
+use crate::analyzer::{raw_analyzer, word_analyzer_unremembering, WholeWords};
 use crate::pages::{u32_at, u64_at};
 use crate::slots::{short_key, SlotKey, SlotTable};
 
@@ -127,7 +127,7 @@ impl SegmentPlugin for WordsPlugin {
             .map(|(name, field)| {
                 let words = name == TEXT;
                 let analyzer = if words {
-                    word_analyzer(&self.language, self.analysis)
+                    word_analyzer_unremembering(&self.language, self.analysis)
                 } else {
                     raw_analyzer()
                 };
@@ -273,7 +273,12 @@ impl<V: Copy + Default> Memo<V> {
     }
 
     fn insert(&mut self, word: &str, value: V) {
-        match short_key(word) {
+        self.insert_keyed(word, short_key(word), value);
+    }
+
+    /// [`Memo::insert`] with the word's key already made.
+    fn insert_keyed(&mut self, word: &str, key: Option<SlotKey>, value: V) {
+        match key {
             Some(key) => self.short.insert(key, value),
             None => {
                 self.long.insert(word.into(), value);
@@ -283,6 +288,38 @@ impl<V: Copy + Default> Memo<V> {
 
     fn bytes(&self) -> usize {
         self.short.bytes() + self.long.capacity() * (size_of::<(Box<str>, V)>() + 1 + 8)
+    }
+}
+
+/// A segment's terms by id, their bytes in one buffer (one allocation for them all, where a
+/// box per term and a second for its map key were a tenth of analysing a new word).
+#[derive(Default)]
+struct Terms {
+    bytes: String,
+    /// Where each term ends in `bytes` (it starts where the one before it ends).
+    ends: Vec<usize>,
+}
+
+impl Terms {
+    /// Adds `term`; its id.
+    fn push(&mut self, term: &str) -> u32 {
+        self.bytes.push_str(term);
+        self.ends.push(self.bytes.len());
+        self.ends.len() as u32 - 1
+    }
+
+    fn get(&self, id: u32) -> &str {
+        let id = id as usize;
+        let start = if id == 0 { 0 } else { self.ends[id - 1] };
+        &self.bytes[start..self.ends[id]]
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn bytes(&self) -> usize {
+        self.bytes.capacity() + self.ends.capacity() * size_of::<usize>()
     }
 }
 
@@ -296,8 +333,8 @@ struct FieldWriter {
     /// A word (an alphanumeric run, or a trimmed whole word) → its term id, or [`NO_TERM`].
     memo: Memo<u32>,
     /// A term → its id, and the terms by id.
-    ids: FastMap<Box<str>, u32>,
-    terms: Vec<Box<str>>,
+    ids: Memo<u32>,
+    terms: Terms,
     /// The current document's term ids.
     doc_terms: Vec<u32>,
     /// Every document's (term, frequency) pairs, each term once per document in the order
@@ -312,8 +349,6 @@ struct FieldWriter {
     /// Each document's length code.
     norms: Vec<u8>,
     total_tokens: u64,
-    /// Bytes the terms take (`mem_usage` runs after every document: no walk over them).
-    term_bytes: usize,
 }
 
 impl FieldWriter {
@@ -323,15 +358,14 @@ impl FieldWriter {
             analyzer,
             alphanumeric,
             memo: Memo::default(),
-            ids: FastMap::default(),
-            terms: Vec::new(),
+            ids: Memo::default(),
+            terms: Terms::default(),
             doc_terms: Vec::new(),
             pairs: Vec::new(),
             last_pair: Vec::new(),
             doc_ends: Vec::new(),
             norms: Vec::new(),
             total_tokens: 0,
-            term_bytes: 0,
         }
     }
 
@@ -352,13 +386,12 @@ impl FieldWriter {
             return NO_TERM;
         }
         let term = stream.token().text.as_str();
-        match self.ids.get(term) {
-            Some(&id) => id,
+        let key = short_key(term);
+        match self.ids.get_keyed(term, key) {
+            Some(id) => id,
             None => {
-                let id = self.terms.len() as u32;
-                self.ids.insert(term.into(), id);
-                self.terms.push(term.into());
-                self.term_bytes += 2 * (term.len() + 16);
+                let id = self.terms.push(term);
+                self.ids.insert_keyed(term, key, id);
                 id
             }
         }
@@ -418,9 +451,8 @@ impl FieldWriter {
             + self.doc_ends.capacity() * 4
             + self.norms.capacity()
             + self.memo.bytes()
-            + self.ids.capacity() * 24
-            + self.terms.capacity() * 16
-            + self.term_bytes
+            + self.ids.bytes()
+            + self.terms.bytes()
     }
 
     /// Writes the field's section: the pairs grouped by term (a counting sort), the terms in
@@ -459,20 +491,16 @@ impl FieldWriter {
         // The terms in byte order, compared by their first eight bytes where those differ:
         // most comparisons then read no term's bytes (the sort was a tenth of the write).
         let mut order: Vec<(u64, u32)> = (0..terms.len() as u32)
-            .map(|id| (prefix_key(&terms[id as usize]), id))
+            .map(|id| (prefix_key(terms.get(id)), id))
             .collect();
         order.sort_unstable_by(|a, b| {
             a.0.cmp(&b.0)
-                .then_with(|| terms[a.1 as usize].cmp(&terms[b.1 as usize]))
+                .then_with(|| terms.get(a.1).cmp(terms.get(b.1)))
         });
         let mut section = SectionWriter::new(field, out);
         for (_, id) in order {
             let range = starts[id as usize]..starts[id as usize + 1];
-            section.term(
-                terms[id as usize].as_bytes(),
-                &docs[range.clone()],
-                &tfs[range],
-            )?;
+            section.term(terms.get(id).as_bytes(), &docs[range.clone()], &tfs[range])?;
         }
         section.finish(&norms, total_tokens)
     }
