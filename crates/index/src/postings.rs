@@ -242,7 +242,8 @@ impl SegmentPlugin for WordsPlugin {
     }
 }
 
-/// Words → a value (a term id, or a word's ids in both fields): a word of 1 to 15 bytes is its
+/// Words → a value (a word's term id, a word's ids in both fields, or a term's id): a word of 1
+/// to 15 bytes is its
 /// own key ([`SlotTable`]: one probe, one cache line, fetched ahead where the next words are
 /// known), a longer one a boxed string.
 struct Memo<V> {
@@ -291,8 +292,8 @@ impl<V: Copy + Default> Memo<V> {
     }
 }
 
-/// A segment's terms by id, their bytes in one buffer (one allocation for them all, where a
-/// box per term and a second for its map key were a tenth of analysing a new word).
+/// A segment's terms by id, their bytes in one buffer: one growing allocation for them all,
+/// where each new term had taken two boxed copies (one in the list, one as its map's key).
 #[derive(Default)]
 struct Terms {
     bytes: String,
