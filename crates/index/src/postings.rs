@@ -242,10 +242,9 @@ impl SegmentPlugin for WordsPlugin {
     }
 }
 
-/// Words → a value (a word's term id, a word's ids in both fields, or a term's id): a word of 1
-/// to 15 bytes is its
-/// own key ([`SlotTable`]: one probe, one cache line, fetched ahead where the next words are
-/// known), a longer one a boxed string.
+/// Words → a value (a word's term id, a word's ids in both fields, or a term's id): a word of
+/// 1 to 15 bytes is its own key ([`SlotTable`]: one probe, one cache line, fetched ahead where
+/// the next words are known), a longer one a boxed string.
 struct Memo<V> {
     short: SlotTable<V>,
     long: FastMap<Box<str>, V>,
