@@ -333,10 +333,11 @@ impl PgQuery<'_> {
     /// scored as the embedded index scores them (each term with its own field's statistics).
     fn bm25(&self, query: &str, settings: &Settings, depth: usize) -> Result<ChannelOutcome> {
         let mut analyzers = self.finder.analyzers.clone();
+        // Each distinct word once, as the embedded index weighs them (`query_terms`).
         let mut terms: Vec<(i16, String, f32)> =
             count(finder_index::testing::analyze(&mut analyzers.words, query))
                 .into_iter()
-                .map(|(t, n)| (WORDS, t, n as f32))
+                .map(|(t, _repeats)| (WORDS, t, 1.0))
                 .collect();
         terms.extend(self.expansions(query, settings)?);
         if terms.is_empty() {

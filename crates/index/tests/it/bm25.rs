@@ -1,7 +1,7 @@
 //! The query-time BM25 scorer equals a brute-force oracle for any k1/b, and tantivy's own
 //! BM25 (over tantivy's postings of the same texts) at the defaults.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 
 use finder_core::{bm25_idf, bm25_term_score, Bm25Params, Settings};
 use finder_index::testing::{analyze, query_terms, text_field, top_k, word_analyzer};
@@ -76,14 +76,14 @@ proptest! {
         }).collect();
         let n = analyzed.len() as u64;
         let avg = analyzed.iter().map(|d| d.len()).sum::<usize>() as f32 / n as f32;
-        let mut qtf: HashMap<&String, u32> = HashMap::new();
-        for t in &q { *qtf.entry(t).or_default() += 1; }
+        // A word repeated in the query counts once.
+        let distinct: HashSet<&String> = q.iter().collect();
         let mut oracle: Vec<f32> = analyzed.iter().map(|d| {
-            qtf.iter().map(|(t, &c)| {
+            distinct.iter().map(|t| {
                 let tf = d.iter().filter(|x| x == t).count() as u32;
                 if tf == 0 { return 0.0; }
                 let df = analyzed.iter().filter(|d| d.contains(t)).count() as u64;
-                c as f32 * bm25_term_score(params, bm25_idf(n, df), tf, quantized(d.len() as u32), avg)
+                bm25_term_score(params, bm25_idf(n, df), tf, quantized(d.len() as u32), avg)
             }).sum()
         }).collect();
         let by_doc: Vec<f32> = oracle.clone();
@@ -137,7 +137,9 @@ proptest! {
         }
         writer.commit().unwrap();
         let their_searcher = reference.reader().unwrap().searcher();
-        let clauses: Vec<(Occur, Box<dyn Query>)> = q.iter().map(|t| {
+        // tantivy's query parser keeps one clause per distinct word, as Finder weighs them.
+        let mut seen = HashSet::new();
+        let clauses: Vec<(Occur, Box<dyn Query>)> = q.iter().filter(|t| seen.insert(*t)).map(|t| {
             let term = tantivy::Term::from_field_text(text, t);
             (Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)) as Box<dyn Query>)
         }).collect();
@@ -208,4 +210,58 @@ fn queries_leave_no_scores_behind() {
     addresses.sort();
     addresses.dedup();
     assert_eq!(addresses.len(), other.len(), "each document listed once");
+}
+
+#[test]
+fn a_repeated_query_word_counts_once() {
+    // "restore" in many documents, "token" in few: weighed by its repeats, "restore" would put
+    // the documents full of it ahead of the one that holds both words.
+    let docs: Vec<Vec<usize>> = vec![
+        vec![4, 4, 4, 4, 5],  // restore ×4, backup
+        vec![4, 4, 4, 6],     // restore ×3, database
+        vec![0, 4, 5, 6, 7],  // token, restore, backup, database, deploy
+        vec![4, 9, 10],       // restore, cache, latency
+        vec![4, 11, 12, 13],  // restore, error, retry, queue
+        vec![8, 9, 10, 11],   // none of the query's words
+        vec![12, 13, 14, 15], // none
+    ];
+    let (_fx, finder) = build(&docs);
+    let mut settings = finder.settings().clone();
+    settings.vector.enabled = false;
+    let graph = &mut settings.graph;
+    (
+        graph.boost,
+        graph.entities,
+        graph.neighbours,
+        graph.communities,
+        graph.events,
+    ) = (false, false, false, false, false);
+    let lexical = |text: &str| -> Vec<(String, f32)> {
+        let response = finder.search(text, &settings, 0, 10).unwrap();
+        response
+            .hits
+            .iter()
+            .map(|h| {
+                let list = &h.explain.parts[0].lists;
+                assert_eq!(list.len(), 1, "{}: only the lexical list ran", h.id);
+                (h.id.clone(), list[0].score)
+            })
+            .collect()
+    };
+    let once = lexical("token restore");
+    assert_eq!(
+        once[0].0, "d2",
+        "the document with both words first: {once:?}"
+    );
+    for repeated in [
+        "token restore restore",
+        "restore token restore restore",
+        "Restore, restore: token",
+    ] {
+        assert_eq!(
+            lexical(repeated),
+            once,
+            "{repeated:?} ranks and scores as its words once"
+        );
+    }
 }
