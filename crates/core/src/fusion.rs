@@ -48,9 +48,10 @@ fn is_zero(x: &f64) -> bool {
 
 /// Fuses lists by reciprocal rank: `seed(f) = Σ 1/(rrf_k + rank_f)`, ranks one-based.
 ///
-/// The result is sorted best first. Ties break on the best single rank, then on the fragment
-/// key, so the order is deterministic. A fragment listed twice in one list counts once, at its
-/// best rank.
+/// The result is sorted best first. Ties break on the best single rank, then on the channels'
+/// own scores, each normalised over its list, then on the fragment key, so the order is
+/// deterministic. A
+/// fragment listed twice in one list counts once, at its best rank.
 pub fn rrf(lists: &[RankedList], rrf_k: u32) -> Vec<FusedFragment> {
     accumulate(lists, |_, rank, _| 1.0 / (rrf_k as f64 + rank as f64))
 }
@@ -89,7 +90,7 @@ fn accumulate(lists: &[RankedList], share: impl Fn(usize, u32, f32) -> f64) -> V
             });
         }
     }
-    sort_fused(&mut fused);
+    sort_fused(lists, &mut fused);
     fused
 }
 
@@ -145,14 +146,47 @@ pub fn convex(lists: &[RankedList], alpha: f64) -> Vec<FusedFragment> {
     })
 }
 
-fn sort_fused(fused: &mut [FusedFragment]) {
+/// Sorts best first by seed. Equal seeds are common under reciprocal ranks: two lists that
+/// hold two fragments at mirrored ranks (first and fifth, fifth and first) give them the same
+/// sum. Those ties break on the best single rank, then on what the ranks drop: each channel's
+/// own score, min-max normalised over its list (as [`convex`] does) and summed over the lists
+/// that hold the fragment. The fragment key decides the rest. On SciFact the channels' scores
+/// decided ties better than any fixed order of the lists or of the keys (docs/BENCHMARKS.md,
+/// thirty-sixth pass).
+fn sort_fused(lists: &[RankedList], fused: &mut Vec<FusedFragment>) {
+    // The score range of each channel's list (a channel listed twice counts at its first list,
+    // as `accumulate` counts it).
+    let mut ranges: Vec<(Channel, f32, f32)> = Vec::with_capacity(lists.len());
+    for list in lists {
+        if ranges.iter().all(|(c, _, _)| *c != list.channel) {
+            let scores = list.hits.iter().map(|h| h.score);
+            let max = scores.clone().fold(f32::MIN, f32::max);
+            let min = scores.fold(f32::MAX, f32::min);
+            ranges.push((list.channel, min, max));
+        }
+    }
+    let scored = |f: &FusedFragment| -> f64 {
+        f.lists
+            .iter()
+            .map(|l| match ranges.iter().find(|(c, _, _)| *c == l.channel) {
+                Some(&(_, min, max)) if max > min => f64::from((l.score - min) / (max - min)),
+                _ => 1.0,
+            })
+            .sum()
+    };
     let best_rank = |f: &FusedFragment| f.lists.iter().map(|l| l.rank).min().unwrap_or(u32::MAX);
-    fused.sort_by(|a, b| {
-        b.seed
-            .total_cmp(&a.seed)
-            .then_with(|| best_rank(a).cmp(&best_rank(b)))
+    // Each fragment's keys computed once, not at every comparison.
+    let mut keyed: Vec<((f64, u32, f64), FusedFragment)> = fused
+        .drain(..)
+        .map(|f| ((f.seed, best_rank(&f), scored(&f)), f))
+        .collect();
+    keyed.sort_by(|(ka, a), (kb, b)| {
+        kb.0.total_cmp(&ka.0)
+            .then_with(|| ka.1.cmp(&kb.1))
+            .then_with(|| kb.2.total_cmp(&ka.2))
             .then_with(|| a.fragment.cmp(&b.fragment))
     });
+    fused.extend(keyed.into_iter().map(|(_, f)| f));
 }
 
 /// Divides every score by the largest, so the top becomes 1.0. Returns the divisor
@@ -253,6 +287,46 @@ mod tests {
         // Alone, the lexical list takes the whole weight whatever alpha says.
         let fused = convex(&[lex], 0.9);
         assert_eq!(fused[0].seed, 1.0);
+    }
+
+    fn scored(channel: Channel, hits: &[(u64, f32)]) -> RankedList {
+        RankedList {
+            channel,
+            hits: hits
+                .iter()
+                .map(|&(k, score)| ScoredFragment {
+                    fragment: FragmentKey(k),
+                    score,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn mirrored_ranks_tie_break_on_the_channels_scores() {
+        // 1 and 2 are first and second in one list, second and first in the other: the same
+        // seed and the same best rank. 1 barely leads the words and trails the vectors by far.
+        let lex = scored(Channel::Lexical, &[(1, 10.0), (2, 9.8), (3, 1.0)]);
+        let dense = scored(Channel::Vector, &[(2, 0.9), (1, 0.3), (3, 0.1)]);
+        let fused = rrf(&[lex.clone(), dense.clone()], 20);
+        assert_eq!(fused[0].seed, fused[1].seed);
+        let order: Vec<u64> = fused.iter().map(|f| f.fragment.0).collect();
+        assert_eq!(
+            order,
+            vec![2, 1, 3],
+            "2 is nearly level on words and far ahead on vectors"
+        );
+        // The lists in the other order: the same ranking.
+        let swapped: Vec<u64> = rrf(&[dense, lex.clone()], 20)
+            .iter()
+            .map(|f| f.fragment.0)
+            .collect();
+        assert_eq!(swapped, order);
+        // Where the scores tie too (one hit per list, each its list's best), the key decides.
+        let a = scored(Channel::Lexical, &[(7, 3.0)]);
+        let b = scored(Channel::Vector, &[(4, 0.2)]);
+        let keys: Vec<u64> = rrf(&[a, b], 20).iter().map(|f| f.fragment.0).collect();
+        assert_eq!(keys, vec![4, 7]);
     }
 
     #[test]

@@ -28,8 +28,9 @@ pub struct SourceScore {
 /// Groups scored fragments by source and scores each source by its weighted best fragments.
 ///
 /// `owner` maps a fragment to its source, or `None` for entity fragments, which carry relevance
-/// to their neighbours but never rank. Sources come back best first; ties break on the source
-/// key so the order is deterministic.
+/// to their neighbours but never rank. Sources come back best first; tied sources keep the
+/// order their best fragments have in `fragments` (fusion's order: deterministic, with its own
+/// ties broken).
 pub fn rollup(
     fragments: &[(FragmentKey, f64)],
     owner: impl Fn(FragmentKey) -> Option<SourceKey>,
@@ -80,11 +81,9 @@ pub fn rollup_with_owners(
             .collect();
         s.score = s.parts.iter().map(|p| p.weight * p.fragment_score).sum();
     }
-    sources.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then_with(|| a.source.cmp(&b.source))
-    });
+    // Stable: tied sources keep the order of their best fragments in `fragments`, which
+    // fusion broke its own ties in (the source key would throw that order away).
+    sources.sort_by(|a, b| b.score.total_cmp(&a.score));
     sources
 }
 
@@ -130,6 +129,24 @@ mod tests {
         );
         assert_eq!(out[1].source, SourceKey(20));
         assert_eq!(out[1].score, 0.52);
+    }
+
+    #[test]
+    fn tied_sources_keep_the_fused_order() {
+        // Fusion put source 30's fragment ahead of source 10's at the same score; the source
+        // key would put 10 first.
+        let owners = [(3, Some(30)), (1, Some(10)), (2, Some(20))];
+        let out = rollup(
+            &[
+                (FragmentKey(3), 0.5),
+                (FragmentKey(1), 0.5),
+                (FragmentKey(2), 0.7),
+            ],
+            owner_of(&owners),
+            &W,
+        );
+        let order: Vec<u64> = out.iter().map(|s| s.source.0).collect();
+        assert_eq!(order, vec![20, 30, 10]);
     }
 
     #[test]
