@@ -49,8 +49,8 @@ fn is_zero(x: &f64) -> bool {
 /// Fuses lists by reciprocal rank: `seed(f) = Σ 1/(rrf_k + rank_f)`, ranks one-based.
 ///
 /// The result is sorted best first. Ties break on the best single rank, then on the channels'
-/// own scores, each normalised over its list, then on the fragment key, so the order is
-/// deterministic. A
+/// own scores, each normalised over its list, then on the order the lists found them in, so
+/// the order is deterministic. A
 /// fragment listed twice in one list counts once, at its best rank.
 pub fn rrf(lists: &[RankedList], rrf_k: u32) -> Vec<FusedFragment> {
     accumulate(lists, |_, rank, _| 1.0 / (rrf_k as f64 + rank as f64))
@@ -150,7 +150,8 @@ pub fn convex(lists: &[RankedList], alpha: f64) -> Vec<FusedFragment> {
 /// hold two fragments at mirrored ranks (first and fifth, fifth and first) give them the same
 /// sum. Those ties break on the best single rank, then on what the ranks drop: each channel's
 /// own score, min-max normalised over its list (as [`convex`] does) and summed over the lists
-/// that hold the fragment. The fragment key decides the rest. On SciFact the channels' scores
+/// that hold the fragment. The rest keep the order the lists found them in (the first list's
+/// hits first: the lexical list's ahead of a graph list's). On SciFact the channels' scores
 /// decided ties better than any fixed order of the lists or of the keys (docs/BENCHMARKS.md,
 /// thirty-sixth pass).
 fn sort_fused(lists: &[RankedList], fused: &mut Vec<FusedFragment>) {
@@ -180,11 +181,11 @@ fn sort_fused(lists: &[RankedList], fused: &mut Vec<FusedFragment>) {
         .drain(..)
         .map(|f| ((f.seed, best_rank(&f), scored(&f)), f))
         .collect();
-    keyed.sort_by(|(ka, a), (kb, b)| {
+    // Stable: what is still tied keeps the order the lists found it in.
+    keyed.sort_by(|(ka, _), (kb, _)| {
         kb.0.total_cmp(&ka.0)
             .then_with(|| ka.1.cmp(&kb.1))
             .then_with(|| kb.2.total_cmp(&ka.2))
-            .then_with(|| a.fragment.cmp(&b.fragment))
     });
     fused.extend(keyed.into_iter().map(|(_, f)| f));
 }
@@ -322,11 +323,17 @@ mod tests {
             .map(|f| f.fragment.0)
             .collect();
         assert_eq!(swapped, order);
-        // Where the scores tie too (one hit per list, each its list's best), the key decides.
+        // Where the scores tie too (one hit per list, each its list's best), the first list's
+        // hit comes first, whatever the keys.
         let a = scored(Channel::Lexical, &[(7, 3.0)]);
         let b = scored(Channel::Vector, &[(4, 0.2)]);
-        let keys: Vec<u64> = rrf(&[a, b], 20).iter().map(|f| f.fragment.0).collect();
-        assert_eq!(keys, vec![4, 7]);
+        let first: Vec<u64> = rrf(&[a.clone(), b.clone()], 20)
+            .iter()
+            .map(|f| f.fragment.0)
+            .collect();
+        assert_eq!(first, vec![7, 4]);
+        let first: Vec<u64> = rrf(&[b, a], 20).iter().map(|f| f.fragment.0).collect();
+        assert_eq!(first, vec![4, 7]);
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub struct BoostReport {
 /// query names) and adds it to the fused list: `boost = max(0, p − s) · Σ seeds` with `s` the
 /// normalised restart vector — what the graph carried to a fragment beyond its own restart
 /// mass, on the seeds' scale. It adds and never gates; without edges it is zero everywhere. Fragments reached only through the graph join the list
-/// with their boost alone. The list is re-sorted by `seed + boost`.
+/// with their boost alone. The list is re-sorted by `seed + boost`, ties keeping their order.
 pub fn apply_boost(
     access: &dyn GraphAccess,
     fused: &mut Vec<FusedFragment>,
@@ -123,11 +123,9 @@ pub fn apply_boost(
             }
         }
     }
-    fused.sort_by(|a, b| {
-        b.total()
-            .total_cmp(&a.total())
-            .then(a.fragment.cmp(&b.fragment))
-    });
+    // Stable: equal totals keep fusion's order (its ties already broken), then the fragments
+    // the graph added, in the order the walk listed them.
+    fused.sort_by(|a, b| b.total().total_cmp(&a.total()));
     BoostReport {
         seeds: seeds.len() - named.len(),
         named: named.len(),
