@@ -50,8 +50,8 @@ fn is_zero(x: &f64) -> bool {
 ///
 /// The result is sorted best first. Ties break on the best single rank, then on the channels'
 /// own scores, each normalised over its list, then on the order the lists found them in, so
-/// the order is deterministic. A
-/// fragment listed twice in one list counts once, at its best rank.
+/// the order is deterministic. A fragment listed twice in one list counts once, at its best
+/// rank.
 pub fn rrf(lists: &[RankedList], rrf_k: u32) -> Vec<FusedFragment> {
     accumulate(lists, |_, rank, _| 1.0 / (rrf_k as f64 + rank as f64))
 }
