@@ -129,10 +129,8 @@ pub fn convex(lists: &[RankedList], alpha: f64) -> Vec<FusedFragment> {
             } else {
                 sparse_side / n_sparse.max(1) as f64
             };
-            let scores = list.hits.iter().map(|h| h.score as f64);
-            let max = scores.clone().fold(f64::MIN, f64::max);
-            let min = scores.fold(f64::MAX, f64::min);
-            (weight, min, max)
+            let (min, max) = score_range(list);
+            (weight, f64::from(min), f64::from(max))
         })
         .collect();
     accumulate(lists, |l, _, score| {
@@ -144,6 +142,14 @@ pub fn convex(lists: &[RankedList], alpha: f64) -> Vec<FusedFragment> {
         };
         weight * normalized
     })
+}
+
+/// The lowest and highest channel score in `list` (`(f32::MAX, f32::MIN)` when it is empty).
+fn score_range(list: &RankedList) -> (f32, f32) {
+    let scores = list.hits.iter().map(|h| h.score);
+    let min = scores.clone().fold(f32::MAX, f32::min);
+    let max = scores.fold(f32::MIN, f32::max);
+    (min, max)
 }
 
 /// Sorts best first by seed. Equal seeds are common under reciprocal ranks: two lists that
@@ -160,9 +166,7 @@ fn sort_fused(lists: &[RankedList], fused: &mut Vec<FusedFragment>) {
     let mut ranges: Vec<(Channel, f32, f32)> = Vec::with_capacity(lists.len());
     for list in lists {
         if ranges.iter().all(|(c, _, _)| *c != list.channel) {
-            let scores = list.hits.iter().map(|h| h.score);
-            let max = scores.clone().fold(f32::MIN, f32::max);
-            let min = scores.fold(f32::MAX, f32::min);
+            let (min, max) = score_range(list);
             ranges.push((list.channel, min, max));
         }
     }
