@@ -821,7 +821,7 @@ impl<'a> QueryRun<'a> {
         let field = self.fields().text;
         let mut list: Vec<(Term, f32)> = query_terms(field, &terms(&mut analyzer, query))
             .into_iter()
-            .map(|(t, n)| (t, n as f32))
+            .map(|t| (t, 1.0))
             .collect();
         list.extend(self.expansions(query, settings)?);
         if list.is_empty() {

@@ -19,18 +19,18 @@ use crate::postings::{FieldWords, TermEntry, WordsFile};
 
 use crate::order::{from_ordered_bits, ordered_bits};
 
-/// Each distinct term of an analyzed query once, in first-seen order, at weight 1: a word
+/// Each distinct term of an analyzed query once, in first-seen order (each weighs 1): a word
 /// repeated in the query counts once, as tantivy's query parser and qdrant's BM25 query make
 /// of it. Counted per occurrence, a repeated word outweighed the query's other words: on
 /// SciFact (60 of 300 test claims repeat a word) and the synthetic sets, counting each once
 /// ranked better on every split (docs/BENCHMARKS.md, thirty-sixth pass).
-pub fn query_terms(field: Field, terms: &[String]) -> Vec<(Term, u32)> {
+pub fn query_terms(field: Field, terms: &[String]) -> Vec<Term> {
     // Through a set: a query of many distinct words stays linear.
     let mut seen: HashSet<&str> = HashSet::with_capacity(terms.len());
     terms
         .iter()
         .filter(|t| seen.insert(t.as_str()))
-        .map(|t| (Term::from_field_text(field, t), 1))
+        .map(|t| Term::from_field_text(field, t))
         .collect()
 }
 
@@ -107,20 +107,20 @@ fn length_norms(params: Bm25Params, avg_len: f32) -> [f32; 256] {
     })
 }
 
-/// The `k` best fragments for `terms` of `field`, best first; see [`top_k_terms`] (the
-/// postings files opened for this call).
+/// The `k` best fragments for `terms` of `field`, each at weight 1, best first; see
+/// [`top_k_terms`] (the postings files opened for this call).
 pub fn top_k(
     searcher: &Searcher,
     field: Field,
-    terms: &[(Term, u32)],
+    terms: &[Term],
     params: Bm25Params,
     k: usize,
 ) -> tantivy::Result<Vec<(DocAddress, f32)>> {
     let weighted: Vec<(Term, f32)> = terms
         .iter()
-        .map(|(t, n)| {
+        .map(|t| {
             debug_assert_eq!(t.field(), field);
-            (t.clone(), *n as f32)
+            (t.clone(), 1.0)
         })
         .collect();
     top_k_terms(searcher, &segment_words(searcher)?, &weighted, params, k)
