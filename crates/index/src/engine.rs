@@ -352,7 +352,7 @@ impl Finder {
         let vector = request
             .vector
             .as_ref()
-            .map(|v| crate::vector::unit(v.clone()));
+            .map(|v| finder_ann::distance::unit(v.clone()));
         let mut attempts = 0;
         loop {
             let run = QueryRun::new(self, vector.clone());
@@ -880,7 +880,7 @@ impl QueryRun<'_> {
                 }
             }
             if sum.iter().any(|&x| x != 0.0) {
-                let v = crate::vector::unit(sum);
+                let v = finder_ann::distance::unit(sum);
                 return Ok(self.nearest(index, &v, settings, depth));
             }
             return Ok(ChannelOutcome::Skipped(

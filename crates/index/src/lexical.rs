@@ -17,7 +17,7 @@ use tantivy::{DocAddress, DocId, InvertedIndexReader, Searcher, Term};
 
 use crate::postings::{FieldWords, TermEntry, WordsFile};
 
-use crate::order::{from_ordered_bits, ordered_bits};
+use finder_ann::order::{from_ordered_bits, ordered_bits};
 
 /// Each distinct term of an analyzed query once, in first-seen order (each weighs 1): a word
 /// repeated in the query counts once, as tantivy's query parser and qdrant's BM25 query make

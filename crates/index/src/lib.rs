@@ -17,7 +17,6 @@ mod ingest;
 mod keys;
 mod large_writes;
 mod lexical;
-mod order;
 mod pages;
 mod postings;
 mod pread;
@@ -255,7 +254,7 @@ pub mod testing {
     //! Internals exposed for the integration tests and benchmarks only.
     pub use crate::analyzer::terms as analyze;
     pub use crate::lexical::{query_terms, top_k};
-    pub use crate::vector::ann::{Hnsw, HnswParams};
+    pub use finder_ann::{Hnsw, HnswParams};
 
     /// [`crate::index_inputs`], with inputs of at most `one_thread_max_bytes` written by one
     /// indexing thread (the default is 1 GiB; 0 keeps a thread per core for any input).

@@ -16,8 +16,7 @@ use serde::Serialize;
 use tantivy::schema::Value;
 use tantivy::TantivyDocument;
 
-use super::ann::{Hnsw, HnswParams};
-use super::rows::Rows;
+use finder_ann::{Hnsw, HnswParams, Rows};
 use super::search::{read_state, VectorState, ANN_FILE, LOG_FILE};
 use super::{log, VECTOR_DIR};
 use crate::error::{IndexError, Result};
@@ -381,18 +380,4 @@ fn blake3_u64(bytes: &[u8]) -> u64 {
     let mut head = [0u8; 8];
     head.copy_from_slice(&hash.as_bytes()[..8]);
     u64::from_le_bytes(head)
-}
-
-/// Scales a vector to unit length (cosine is a dot product downstream); zero stays zero.
-pub(crate) fn unit(mut v: Vec<f32>) -> Vec<f32> {
-    scale_to_unit(&mut v);
-    v
-}
-
-/// [`unit`] in place.
-pub(crate) fn scale_to_unit(v: &mut [f32]) {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 1e-12 {
-        v.iter_mut().for_each(|x| *x /= norm);
-    }
 }

@@ -5,14 +5,10 @@
 //! build), `ann.bin` (the HNSW graph with its vectors, replaced atomically) and `state.json`
 //! (what `ann.bin` holds, written last).
 
-pub(crate) mod ann;
 mod build;
-pub(crate) mod distance;
 mod log;
-mod rows;
 mod search;
 
-pub(crate) use build::unit;
 pub use build::{build_vectors, fragment_text_to_embed, VectorProgress, VectorReport};
 pub use search::VectorState;
 pub(crate) use search::{read_state_head, VectorIndex, LOG_FILE, STATE_FILE};

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::ann::Hnsw;
+use finder_ann::Hnsw;
 use crate::error::{IndexError, Result};
 
 pub(crate) const LOG_FILE: &str = "vectors.log";

@@ -1,10 +1,10 @@
 //! The vectors a build holds, as one array: row `i` is `keys[i]`'s vector, with the hash of
 //! what it was computed from. A million 384-dimensional vectors cost their 1.5 GB and
-//! nothing per vector, and the array can become the HNSW's own ([`super::ann::Hnsw::from_rows`]).
+//! nothing per vector, and the array can become the HNSW's own ([`crate::Hnsw::from_rows`]).
 
 /// Vectors by row, see the module documentation.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Rows {
+pub struct Rows {
     dim: usize,
     pub keys: Vec<u64>,
     pub hashes: Vec<u64>,
@@ -21,8 +21,13 @@ impl Rows {
         }
     }
 
+    /// Rows held.
     pub fn len(&self) -> usize {
         self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
     }
 
     pub fn row(&self, i: usize) -> &[f32] {
@@ -64,10 +69,10 @@ impl Rows {
         (0..self.len()).map(|i| (self.keys[i], self.hashes[i], self.row(i)))
     }
 
-    /// Scales every row to unit length ([`super::build::scale_to_unit`]).
+    /// Scales every row to unit length ([`crate::distance::scale_to_unit`]).
     pub fn normalize(&mut self) {
         for row in self.data.chunks_exact_mut(self.dim) {
-            super::build::scale_to_unit(row);
+            crate::distance::scale_to_unit(row);
         }
     }
 

@@ -3,7 +3,7 @@
 //! BM25 list's candidates, the HNSW search's).
 
 /// `x`'s bits, mapped so that unsigned order is `f32::total_cmp`'s order.
-pub(crate) fn ordered_bits(x: f32) -> u32 {
+pub fn ordered_bits(x: f32) -> u32 {
     let bits = x.to_bits();
     if bits >> 31 == 1 {
         !bits
@@ -13,7 +13,7 @@ pub(crate) fn ordered_bits(x: f32) -> u32 {
 }
 
 /// The inverse of [`ordered_bits`].
-pub(crate) fn from_ordered_bits(bits: u32) -> f32 {
+pub fn from_ordered_bits(bits: u32) -> f32 {
     f32::from_bits(if bits >> 31 == 1 {
         bits & !(1 << 31)
     } else {

@@ -29,7 +29,7 @@ const LANES: usize = 16;
 /// The summation order differs from a naive loop, so results can differ from it in the last
 /// bits.
 #[inline]
-pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
@@ -101,7 +101,7 @@ fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
 /// `f32` size: the walk is bound by memory, not arithmetic. Integer sums are exact, so the
 /// AVX2 and portable paths agree to the bit without further care.
 #[inline]
-pub(crate) fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
@@ -117,7 +117,7 @@ pub(crate) fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
 /// widens them to 16-bit lanes first). A code scan scores every row of an index under 10,000
 /// vectors this way for each query, and walks score thousands.
 #[inline]
-pub(crate) fn dot_i8_summed(a: &[i8], a_sum: i32, b: &[i8]) -> i32 {
+pub fn dot_i8_summed(a: &[i8], a_sum: i32, b: &[i8]) -> i32 {
     #[cfg(target_arch = "x86_64")]
     {
         if vnni_available() {
@@ -130,7 +130,7 @@ pub(crate) fn dot_i8_summed(a: &[i8], a_sum: i32, b: &[i8]) -> i32 {
 }
 
 /// The sum of the codes of `a`: what [`dot_i8_summed`] takes with them.
-pub(crate) fn code_sum(a: &[i8]) -> i32 {
+pub fn code_sum(a: &[i8]) -> i32 {
     a.iter().map(|&x| i32::from(x)).sum()
 }
 
@@ -217,7 +217,7 @@ fn dot_i8_lanes(a: &[i8], b: &[i8]) -> i32 {
 /// code rounded to the nearest step. Returns the scale (0 for a zero vector, whose codes are
 /// all 0). A normalised vector's components are far from uniform, so a per-vector scale
 /// keeps more precision than one fixed range for all of them.
-pub(crate) fn quantize(v: &[f32], codes: &mut Vec<i8>) -> f32 {
+pub fn quantize(v: &[f32], codes: &mut Vec<i8>) -> f32 {
     let max = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
     if !(max > 0.0 && max.is_finite()) {
         codes.extend(std::iter::repeat_n(0, v.len()));
@@ -232,25 +232,24 @@ pub(crate) fn quantize(v: &[f32], codes: &mut Vec<i8>) -> f32 {
     scale
 }
 
-/// Scales `v` to unit length in place. A zero (or non-finite-length) vector is left as it
-/// is, since it has no direction; its dot product with anything is then zero or NaN, and
-/// callers that care should reject it before indexing.
-#[cfg_attr(not(test), allow(dead_code))] // API for callers that embed; tests use it now.
-pub(crate) fn normalize(v: &mut [f32]) {
-    let norm = dot(v, v).sqrt();
-    if norm > 0.0 && norm.is_finite() {
-        let inv = 1.0 / norm;
-        for x in v.iter_mut() {
-            *x *= inv;
-        }
+/// Scales `v` to unit length in place (cosine is then a dot product); a zero vector stays zero.
+pub fn scale_to_unit(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 1e-12 {
+        v.iter_mut().for_each(|x| *x /= norm);
     }
+}
+
+/// [`scale_to_unit`] of an owned vector.
+pub fn unit(mut v: Vec<f32>) -> Vec<f32> {
+    scale_to_unit(&mut v);
+    v
 }
 
 /// Cosine distance `1 - cos(a, b)` of two normalised vectors: 0 for the same direction, 1 for
 /// orthogonal, 2 for opposite.
 #[inline]
-#[cfg_attr(not(test), allow(dead_code))] // API; the index itself ranks by `dot`.
-pub(crate) fn cosine_distance(a: &[f32], b: &[f32]) -> f32 {
+pub fn cosine_distance(a: &[f32], b: &[f32]) -> f32 {
     1.0 - dot(a, b)
 }
 
@@ -366,8 +365,8 @@ mod tests {
             for _ in 0..50 {
                 let mut a = random_vec(&mut state, len);
                 let mut b = random_vec(&mut state, len);
-                normalize(&mut a);
-                normalize(&mut b);
+                scale_to_unit(&mut a);
+                scale_to_unit(&mut b);
                 let (mut ca, mut cb) = (Vec::new(), Vec::new());
                 let (sa, sb) = (quantize(&a, &mut ca), quantize(&b, &mut cb));
                 assert_eq!((ca.len(), cb.len()), (len, len));
@@ -407,7 +406,7 @@ mod tests {
         for len in [1, 3, 8, 9, 384] {
             let orig = random_vec(&mut state, len);
             let mut v = orig.clone();
-            normalize(&mut v);
+            scale_to_unit(&mut v);
             assert!((dot(&v, &v) - 1.0).abs() < 1e-5, "len {len}");
             let norm = naive_dot(&orig, &orig).sqrt();
             for (x, o) in v.iter().zip(&orig) {
@@ -419,7 +418,7 @@ mod tests {
     #[test]
     fn normalize_leaves_a_zero_vector_alone() {
         let mut v = vec![0.0f32; 5];
-        normalize(&mut v);
+        scale_to_unit(&mut v);
         assert_eq!(v, vec![0.0; 5]);
     }
 
