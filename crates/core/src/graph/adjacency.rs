@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 
-use super::boost::BoostScratch;
+use super::scratch::BoostScratch;
 use super::kind::{RelationKind, KIND_COUNT};
 
 /// An undirected multigraph over nodes `0..node_count`, stored as compressed sparse rows.

@@ -40,6 +40,7 @@
 
 use super::adjacency::Graph;
 use super::kind::{KindWeights, RelationKind};
+use super::scratch::{BoostScratch, Slot, IN_P, IN_R, SENT};
 
 /// Default damping `d`: the share of a node's mass passed to its neighbours each round. Low,
 /// because the seed scores are nearly flat and a strong boost pushes the best hit down.
@@ -154,73 +155,6 @@ impl Boost {
     /// The boost of `node`; 0 for a node the spread did not touch.
     pub fn score(&self, node: u32) -> f64 {
         self.get(node).map_or(0.0, |e| e.score)
-    }
-}
-
-/// Reusable per-query buffers for [`boost_with`]. They grow to the graph's node count once and
-/// are reset through lists of what was touched, so a query costs time proportional to what it
-/// touches, not to the graph. One scratch per thread.
-#[derive(Debug, Default)]
-pub struct BoostScratch {
-    /// Per-node state, one cache line per node.
-    slots: Vec<Slot>,
-    /// Nodes with a boost, in first-touched order.
-    touched: Vec<u32>,
-    /// Nodes of the current frontier and of the next.
-    cur: Vec<u32>,
-    next: Vec<u32>,
-    /// Normalised restart vector, in first-seen order.
-    restart: Vec<(u32, f64)>,
-}
-
-impl BoostScratch {
-    /// Empty buffers; they grow on first use.
-    pub fn new() -> BoostScratch {
-        BoostScratch::default()
-    }
-}
-
-/// Everything a query keeps about one node. Kept together (and aligned to a cache line)
-/// because the spread jumps between nodes at random: one miss per node, not one per array.
-#[derive(Debug, Clone, Copy)]
-#[repr(align(64))]
-struct Slot {
-    /// The boost so far.
-    p: f64,
-    /// The frontier mass, `r_j` and `r_{j+1}` by round parity.
-    r: [f64; 2],
-    /// Mass this node spread over all rounds.
-    sent: f64,
-    /// Total edge weight, valid once the node has spread (`SENT`).
-    weight: f64,
-    /// Strongest incoming contribution: amount, from, kind.
-    best: f64,
-    best_from: u32,
-    best_kind: u8,
-    flags: u8,
-}
-
-const IN_P: u8 = 1;
-/// In frontier 0 or 1; shifted by the round parity.
-const IN_R: u8 = 2;
-const SENT: u8 = 8;
-
-impl Slot {
-    const EMPTY: Slot = Slot {
-        p: 0.0,
-        r: [0.0; 2],
-        sent: 0.0,
-        weight: 0.0,
-        best: 0.0,
-        best_from: u32::MAX,
-        best_kind: 0,
-        flags: 0,
-    };
-}
-
-impl Default for Slot {
-    fn default() -> Slot {
-        Slot::EMPTY
     }
 }
 

@@ -6,8 +6,6 @@ use serde::{Deserialize, Serialize};
 use super::boost::{BoostParams, DEFAULT_EPSILON, DEFAULT_ITERATIONS, DEFAULT_PUSH_THRESHOLD};
 use super::kind::{KindWeights, RelationKind};
 
-/// Damping chosen by the sweep recorded in docs/BENCHMARKS.md.
-pub const DEFAULT_GRAPH_DAMPING: f64 = 0.3;
 /// Seeds the boost restarts from: the best fused fragments only.
 pub const DEFAULT_BOOST_SEEDS: usize = 20;
 /// Neighbours taken per seed by the neighbours channel.
@@ -85,7 +83,7 @@ impl Default for GraphSettings {
             min_alias_chars: 4,
             max_alias_df: 0.02,
             boost: true,
-            damping: DEFAULT_GRAPH_DAMPING,
+            damping: super::boost::DEFAULT_DAMPING,
             iterations: DEFAULT_ITERATIONS,
             epsilon: DEFAULT_EPSILON,
             seeds: DEFAULT_BOOST_SEEDS,
