@@ -13,6 +13,7 @@ mod graph;
 mod model;
 mod pipeline;
 mod refine;
+mod response;
 mod rollup;
 mod settings;
 
@@ -24,12 +25,10 @@ pub use graph::{
     apply_boost, boost, boost_with, community_list, entity_list, neighbour_list, Boost, BoostEntry,
     BoostParams, BoostReport, BoostScratch, Graph, GraphAccess, GraphSettings, KindWeights,
     LinkOrder, RelationKind, Via, DEFAULT_BOOST_SEEDS, DEFAULT_DAMPING, DEFAULT_EPSILON,
-    DEFAULT_FAN_OUT, DEFAULT_GRAPH_DAMPING, DEFAULT_ITERATIONS, DEFAULT_PUSH_THRESHOLD, KIND_COUNT,
+    DEFAULT_FAN_OUT, DEFAULT_ITERATIONS, DEFAULT_PUSH_THRESHOLD, KIND_COUNT,
 };
 pub use model::{
-    BoostDiagnostics, Channel, ChannelReport, ChannelStatus, Diagnostics, Envelope, Explain,
-    ExplainPart, Extent, FragmentKey, Hint, Hit, Query, RankedList, RefineReport, ScoredFragment,
-    SearchResponse, SourceKey, StageIssue, StageTime,
+    Channel, Envelope, Extent, FragmentKey, Query, RankedList, ScoredFragment, SourceKey,
 };
 pub use pipeline::{
     search, search_with, ChannelOutcome, FragmentMeta, GraphState, Retriever, SourceView,
@@ -51,6 +50,10 @@ pub use refine::{
     DEFAULT_PERSONAL_LAMBDAS, DEFAULT_PLUGIN_DEPTH, DEFAULT_RECENCY_BLEND,
     DEFAULT_RECENCY_HALF_LIFE_DAYS, DEFAULT_REFINE_TIMEOUT_MS, DEFAULT_RERANK_HEAD,
     DEFAULT_SIMHASH_MAX_DISTANCE, DEFAULT_SIMHASH_SHINGLE, NODE_ID_KEY,
+};
+pub use response::{
+    BoostDiagnostics, ChannelReport, ChannelStatus, Diagnostics, Explain, ExplainPart, Hint, Hit,
+    RefineReport, SearchResponse, StageIssue, StageTime,
 };
 pub use rollup::{rollup, rollup_with_owners, RollupPart, SourceScore};
 pub use settings::{

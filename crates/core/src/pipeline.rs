@@ -8,12 +8,12 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use crate::fusion::fuse;
-use crate::model::{
-    BoostDiagnostics, Channel, ChannelReport, ChannelStatus, Diagnostics, Envelope, Explain,
-    ExplainPart, Extent, FragmentKey, Hint, Hit, Query, RankedList, SearchResponse, SourceKey,
-    StageTime,
-};
+use crate::model::{Channel, Envelope, Extent, FragmentKey, Query, RankedList, SourceKey};
 use crate::refine::{base_depth, Extensions, Level, Refiner};
+use crate::response::{
+    BoostDiagnostics, ChannelReport, ChannelStatus, Diagnostics, Explain, ExplainPart, Hint, Hit,
+    SearchResponse, StageTime,
+};
 use crate::rollup::rollup_with_owners;
 use crate::settings::Settings;
 use crate::FastMap;

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use finder_index::{index_inputs, RunReport};
 use serde_json::{Map, Value};
@@ -22,6 +22,7 @@ use serde_json::{Map, Value};
 use crate::error::{Result, ServerError};
 use crate::space::{index_err, Space};
 use crate::wire::{Document, StoredDocument, WriteResult};
+use crate::writes::Change;
 
 /// The input file of API documents inside an index folder.
 pub const API_SOURCES: &str = "api-sources.jsonl";
@@ -37,39 +38,6 @@ pub fn put(space: &Arc<Space>, id: &str, document: Document) -> Result<WriteResu
 /// Removes the document `id` (only documents written through the API).
 pub fn delete(space: &Arc<Space>, id: &str) -> Result<WriteResult> {
     submit(space, id, None)
-}
-
-/// The queue of writes waiting for a space's next commit.
-#[derive(Default)]
-pub(crate) struct WriteQueue {
-    state: Mutex<QueueState>,
-    /// Signalled when a batch ends: its writers find their answers, and one of the writers
-    /// still queued becomes the next batch's leader.
-    batch_done: Condvar,
-}
-
-#[derive(Default)]
-struct QueueState {
-    next_ticket: u64,
-    pending: Vec<Change>,
-    answers: HashMap<u64, Result<WriteResult>>,
-    /// A batch is being written.
-    busy: bool,
-}
-
-/// One queued write: `document` is `None` for a delete.
-struct Change {
-    ticket: u64,
-    id: String,
-    document: Option<Document>,
-}
-
-impl WriteQueue {
-    fn lock(&self) -> MutexGuard<'_, QueueState> {
-        // Answers are handed out under this lock and nothing half-done is kept in it, so a
-        // poisoned lock is safe to take.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 /// Queues one write and waits for the commit that holds it, leading a batch when none runs.

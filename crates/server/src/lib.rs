@@ -17,6 +17,7 @@ mod ops;
 mod page;
 mod space;
 mod wire;
+mod writes;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;

@@ -23,8 +23,8 @@ pub type Opener = Arc<dyn Fn(&Path, Settings) -> finder_index::Result<Finder> + 
 pub type AfterWrite = Arc<dyn Fn(&Path, &Settings) + Send + Sync>;
 
 use crate::access::Grants;
-use crate::documents::WriteQueue;
 use crate::error::{Result, ServerError};
+use crate::writes::WriteQueue;
 
 /// The name of the space that routes without `/spaces/{space}` use.
 pub const DEFAULT_SPACE: &str = "default";

@@ -2,8 +2,8 @@
 
 use std::sync::Mutex;
 
-use super::scratch::BoostScratch;
 use super::kind::{RelationKind, KIND_COUNT};
+use super::scratch::BoostScratch;
 
 /// An undirected multigraph over nodes `0..node_count`, stored as compressed sparse rows.
 ///

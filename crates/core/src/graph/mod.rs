@@ -13,14 +13,12 @@ mod stage;
 
 pub use adjacency::Graph;
 pub use boost::{
-    boost, boost_with, Boost, BoostEntry, BoostParams, Via, DEFAULT_DAMPING,
-    DEFAULT_EPSILON, DEFAULT_ITERATIONS, DEFAULT_PUSH_THRESHOLD,
+    boost, boost_with, Boost, BoostEntry, BoostParams, Via, DEFAULT_DAMPING, DEFAULT_EPSILON,
+    DEFAULT_ITERATIONS, DEFAULT_PUSH_THRESHOLD,
 };
-pub use scratch::BoostScratch;
 pub use kind::{KindWeights, RelationKind, KIND_COUNT};
-pub use settings::{
-    GraphSettings, LinkOrder, DEFAULT_BOOST_SEEDS, DEFAULT_FAN_OUT,
-};
+pub use scratch::BoostScratch;
+pub use settings::{GraphSettings, LinkOrder, DEFAULT_BOOST_SEEDS, DEFAULT_FAN_OUT};
 pub use stage::{
     apply_boost, community_list, entity_list, named_allowed, neighbour_list, BoostReport,
     GraphAccess,

@@ -16,10 +16,9 @@ use super::{
     mmr, personalize, recency_blend, rerank_plan, sort_by_date, Candidate, Extensions,
     ExtrasFilter, Facets, PluginList, Ranked, Refinement, RerankBackend, RerankMode, SortOrder,
 };
-use crate::model::{
-    Envelope, ExplainPart, FragmentKey, Query, RankedList, RefineReport, SourceKey, StageIssue,
-};
+use crate::model::{Envelope, FragmentKey, Query, RankedList, SourceKey};
 use crate::pipeline::{FragmentMeta, Retriever, SourceView, Stopwatch};
+use crate::response::{ExplainPart, RefineReport, StageIssue};
 use crate::rollup::SourceScore;
 use crate::settings::Settings;
 use crate::{FastMap, FastSet};
