@@ -19,14 +19,15 @@ use tantivy::{DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, Te
 
 use crate::analyzer::{terms, WORDS};
 use crate::error::{IndexError, Result};
+use crate::files::LEXICAL_DIR;
 use crate::lexical::{query_terms, top_k_terms};
 use crate::pages::{Body, PageFile, Stored};
 use crate::pread::PreadDirectory;
 use crate::record::{CommitInfo, RunCounts};
 use crate::schema::{register_analyzers, resolve, Fields};
 use crate::store_error;
+use crate::stored::commit_info;
 use crate::vector::{VectorIndex, VECTOR_DIR};
-use crate::writer::{commit_info, LEXICAL_DIR};
 
 /// Name of the settings file looked up in the index folder.
 pub const CONFIG_FILE: &str = "finder.toml";
@@ -368,7 +369,7 @@ impl Finder {
                     path: self.dir.join(LEXICAL_DIR),
                     reason: format!(
                         "a segment's {} file is missing in {attempts} snapshots in a row",
-                        crate::postings::EXTENSION
+                        crate::files::POSTINGS_EXTENSION
                     ),
                 });
             }
@@ -801,7 +802,7 @@ impl<'a> QueryRun<'a> {
         if let Some(stored) = file.and_then(|f| f.read(address.doc_id)) {
             return Ok(stored);
         }
-        let doc = crate::writer::read_head(&self.searcher, self.fields(), address)
+        let doc = crate::stored::read_head(&self.searcher, self.fields(), address)
             .map_err(|e| self.err(e))?;
         let record = serde_json::from_str(&doc.meta).map_err(|e| IndexError::Corrupt {
             path: self.finder.dir.clone(),

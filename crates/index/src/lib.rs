@@ -6,10 +6,12 @@
 //! `finder.toml`. Everything in it is derived from the inputs and can be rebuilt.
 
 mod analyzer;
+mod bytes;
 mod document;
 mod engine;
 mod error;
 pub mod expand;
+mod files;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod graph;
@@ -25,6 +27,7 @@ mod profiles;
 mod record;
 mod schema;
 mod slots;
+mod stored;
 mod vector;
 mod writer;
 

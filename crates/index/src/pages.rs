@@ -33,15 +33,14 @@ use tantivy::directory::{FileSlice, OwnedBytes};
 use tantivy::index::SegmentId;
 use tantivy::{Directory, HasLen, SegmentReader};
 
+use crate::bytes::{u32_at, u64_at};
+use crate::files::{LEXICAL_DIR, PAGES_EXTENSION};
 use crate::large_writes::WRITE_BYTES;
 use crate::pread::PreadDirectory;
 use crate::record::{PageRecord, PageSource, SourceRecord};
 use crate::schema::Fields;
-use crate::writer::{StoredHead, LEXICAL_DIR};
+use crate::stored::StoredHead;
 use crate::{store_error, IndexError, Result};
-
-/// The extension of page files.
-pub(crate) const EXTENSION: &str = "pages";
 
 const MAGIC: &[u8; 8] = b"FNDPAGE1";
 const HEADER_BYTES: usize = 16;
@@ -80,7 +79,7 @@ impl PartialEq for Body {
 
 /// The page file of `segment`'s name.
 fn file_name(segment: &SegmentReader) -> String {
-    format!("{}.{EXTENSION}", segment.segment_id().uuid_string())
+    format!("{}.{PAGES_EXTENSION}", segment.segment_id().uuid_string())
 }
 
 /// One segment's page file, opened for reading.
@@ -201,7 +200,7 @@ fn walk_bodies(
     f: &mut dyn FnMut(u64, Body) -> Result<()>,
 ) -> Result<()> {
     let err = |e| store_error(dir, e);
-    let Some(searcher) = crate::writer::searcher_for_walks(dir)? else {
+    let Some(searcher) = crate::stored::searcher_for_walks(dir)? else {
         return Ok(());
     };
     let directory = PreadDirectory::open(&dir.join(LEXICAL_DIR)).map_err(err)?;
@@ -210,7 +209,7 @@ fn walk_bodies(
         let store = segment
             .get_store_reader(0)
             .map_err(|e| store_error(dir, e.into()))?;
-        crate::writer::name_head_fields(fields);
+        crate::stored::name_head_fields(fields);
         let file = PageFile::open(&directory, segment);
         let keys = segment.fast_fields().u64("fragment_key").ok();
         let (Some(file), Some(keys)) = (file, keys) else {
@@ -234,16 +233,6 @@ fn walk_bodies(
         })?;
     }
     Ok(())
-}
-
-/// The little-endian `u32` at `at` (the page and postings files' layouts).
-pub(crate) fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"))
-}
-
-/// The little-endian `u64` at `at`.
-pub(crate) fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight bytes"))
 }
 
 /// Appends one record to `out`.
@@ -520,7 +509,7 @@ pub(crate) fn write_missing(
     ahead: Option<PagesAhead>,
 ) -> Result<usize> {
     let path = dir.join(LEXICAL_DIR);
-    let Some(searcher) = crate::writer::searcher_for_walks(dir)? else {
+    let Some(searcher) = crate::stored::searcher_for_walks(dir)? else {
         return Ok(0);
     };
     let segments = searcher.segment_readers();
@@ -569,8 +558,8 @@ pub(crate) fn write_missing(
     })?;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let ours = name.ends_with(&format!(".{EXTENSION}"))
-            || name.ends_with(&format!(".{EXTENSION}.tmp"));
+        let ours = name.ends_with(&format!(".{PAGES_EXTENSION}"))
+            || name.ends_with(&format!(".{PAGES_EXTENSION}.tmp"));
         if ours && !live.contains(&name) {
             let _ = std::fs::remove_file(entry.path());
         }
@@ -595,7 +584,7 @@ fn write_segment(dir: &Path, target: &Path, segment: &SegmentReader, fields: Fie
     let store = segment
         .get_store_reader(0)
         .map_err(|e| store_error(dir, e.into()))?;
-    crate::writer::name_head_fields(fields);
+    crate::stored::name_head_fields(fields);
     let mut offsets = Vec::with_capacity(docs + 1);
     let mut record = Vec::new();
     let mut at = 0u64;
@@ -763,7 +752,7 @@ mod tests {
                 out.push((key, body.to_string()));
                 Ok(())
             }),
-            None => crate::writer::map_heads(dir, fields, |head| (head.fragment_key, head.body))
+            None => crate::stored::map_heads(dir, fields, |head| (head.fragment_key, head.body))
                 .map(|segments| out.extend(segments.into_iter().flatten())),
         }
         .unwrap();
@@ -798,7 +787,7 @@ mod tests {
         let files: Vec<PathBuf> = std::fs::read_dir(dir.join(LEXICAL_DIR))
             .unwrap()
             .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == EXTENSION))
+            .filter(|p| p.extension().is_some_and(|x| x == PAGES_EXTENSION))
             .collect();
         assert_eq!(files.len(), 2, "{files:?}");
         // A record a read, a few, the whole file.

@@ -53,11 +53,9 @@ use tantivy::{
 };
 
 use crate::analyzer::{raw_analyzer, word_analyzer_unremembering, WholeWords};
-use crate::pages::{u32_at, u64_at};
+use crate::bytes::{u32_at, u64_at};
+use crate::files::POSTINGS_EXTENSION;
 use crate::slots::{short_key, SlotKey, SlotTable};
-
-/// The extension of the postings files.
-pub(crate) const EXTENSION: &str = "fpost";
 
 const MAGIC: &[u8; 8] = b"FNDPOST1";
 
@@ -97,7 +95,7 @@ pub(crate) fn made_with(index: &tantivy::Index) -> tantivy::Result<bool> {
         .load_metas()?
         .persisted_custom_extensions
         .iter()
-        .any(|e| e == EXTENSION))
+        .any(|e| e == POSTINGS_EXTENSION))
 }
 
 /// The two fields a schema holds for the plugin, each with its name (the whole-word field
@@ -111,13 +109,13 @@ fn fields_of(schema: &Schema) -> Vec<(&'static str, Field)> {
 
 fn corrupt(what: impl std::fmt::Display) -> TantivyError {
     TantivyError::DataCorruption(tantivy::error::DataCorruption::comment_only(format!(
-        "{EXTENSION} file: {what}"
+        "{POSTINGS_EXTENSION} file: {what}"
     )))
 }
 
 impl SegmentPlugin for WordsPlugin {
     fn extensions(&self) -> &[&str] {
-        &[EXTENSION]
+        &[POSTINGS_EXTENSION]
     }
 
     fn create_writer(&self, ctx: &PluginWriterContext) -> tantivy::Result<Box<dyn PluginWriter>> {
@@ -173,7 +171,7 @@ impl SegmentPlugin for WordsPlugin {
             .collect::<tantivy::Result<Vec<WordsFile>>>()?;
         let write = ctx
             .target_segment
-            .open_write(SegmentComponent::Custom(EXTENSION.into()))?;
+            .open_write(SegmentComponent::Custom(POSTINGS_EXTENSION.into()))?;
         let mut out = Counting::new(write);
         let mut directory = Vec::new();
         let has_deletes = ctx.readers.iter().any(SegmentReader::has_deletes);
@@ -724,7 +722,7 @@ impl PluginWriter for WordsWriter {
                 "Finder's postings cannot be written for a sorted index".into(),
             ));
         }
-        let write = segment.open_write(SegmentComponent::Custom(EXTENSION.into()))?;
+        let write = segment.open_write(SegmentComponent::Custom(POSTINGS_EXTENSION.into()))?;
         let mut out = Counting::new(write);
         let mut directory = Vec::new();
         for field in self.fields {
@@ -1014,7 +1012,7 @@ impl WordsFile {
     /// The postings file of `segment`; `None` when it has none (a segment written before
     /// Finder wrote its own postings).
     pub(crate) fn open(segment: &SegmentReader) -> tantivy::Result<Option<WordsFile>> {
-        let slice = match segment.open_read(SegmentComponent::Custom(EXTENSION.into())) {
+        let slice = match segment.open_read(SegmentComponent::Custom(POSTINGS_EXTENSION.into())) {
             Ok(slice) => slice,
             Err(tantivy::directory::error::OpenReadError::FileDoesNotExist(_)) => return Ok(None),
             Err(e) => return Err(e.into()),

@@ -117,7 +117,7 @@ fn store_bytes(root: &Path) -> io::Result<u64> {
 /// file ([`crate::pages`]), both read a record at a time at random places.
 fn read_like_a_store(path: &Path) -> bool {
     path.extension()
-        .is_some_and(|e| e == "store" || e == crate::pages::EXTENSION)
+        .is_some_and(|e| e == "store" || e == crate::files::PAGES_EXTENSION)
 }
 
 /// One file, read at an offset on each request.

@@ -20,7 +20,7 @@ use crate::error::{IndexError, Result};
 use crate::pages::Body;
 use crate::record::FragmentRecord;
 use crate::schema::Fields;
-use crate::writer::{commit_info, map_heads, open_or_create};
+use crate::stored::{commit_info, map_heads, open_or_create};
 
 /// Sub-folder of the index folder holding the graph.
 pub(crate) const GRAPH_DIR: &str = "graph";

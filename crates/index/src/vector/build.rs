@@ -16,12 +16,12 @@ use serde::Serialize;
 use tantivy::schema::Value;
 use tantivy::TantivyDocument;
 
-use finder_ann::{Hnsw, HnswParams, Rows};
 use super::search::{read_state, VectorState, ANN_FILE, LOG_FILE};
 use super::{log, VECTOR_DIR};
 use crate::error::{IndexError, Result};
 use crate::keys::text_hash;
-use crate::writer::{for_each_stored, load_catalog, open_or_create};
+use crate::stored::{for_each_stored, load_catalog, open_or_create};
+use finder_ann::{Hnsw, HnswParams, Rows};
 
 /// What a vector build did.
 #[derive(Debug, Clone, Serialize)]

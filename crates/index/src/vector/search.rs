@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use finder_ann::Hnsw;
 use crate::error::{IndexError, Result};
+use finder_ann::Hnsw;
 
 pub(crate) const LOG_FILE: &str = "vectors.log";
 pub(crate) const ANN_FILE: &str = "ann.bin";
