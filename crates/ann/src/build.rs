@@ -2,9 +2,9 @@
 
 use std::sync::PoisonError;
 
+use crate::distance::dot;
 use crate::quantize::{Exact, Sim};
 use crate::search::{Scored, Scratch};
-use crate::distance::dot;
 use crate::{row_vector, Hnsw, HnswParams, NONE};
 
 impl Hnsw {
@@ -189,7 +189,12 @@ impl Hnsw {
     /// The neighbours the `i`-th row of a batch links to on each of its layers, with their
     /// similarities: [`Hnsw::connect`]'s search over the graph before the batch, joined by
     /// the batch's earlier rows.
-    pub(crate) fn plan_row(&self, s: &mut Scratch, batch: &[(u32, usize)], i: usize) -> Vec<Vec<Scored>> {
+    pub(crate) fn plan_row(
+        &self,
+        s: &mut Scratch,
+        batch: &[(u32, usize)],
+        i: usize,
+    ) -> Vec<Vec<Scored>> {
         let (row, level) = batch[i];
         let query = self.vector(row);
         let mut candidates: Vec<Vec<Scored>> = vec![Vec::new(); level + 1];

@@ -43,11 +43,10 @@
 //! The body length in the header lets a reader check the counts before trusting them, and
 //! the trailer lets a writer stream the body without holding it in memory.
 
-
-pub mod distance;
-pub mod order;
 mod build;
+pub mod distance;
 mod file;
+pub mod order;
 mod quantize;
 mod rows;
 mod search;

@@ -128,7 +128,11 @@ impl Sim for Coded<'_> {
 /// graph construction about 20% faster on 20,000 vectors of dimension 384. Unoptimised
 /// builds skip it: there the arithmetic, not memory, is the bottleneck, and the loop would
 /// only slow the tests down.
-pub(crate) fn warm_rows<T: Copy + Into<f32>>(data: &[T], row_len: usize, rows: impl IntoIterator<Item = u32>) {
+pub(crate) fn warm_rows<T: Copy + Into<f32>>(
+    data: &[T],
+    row_len: usize,
+    rows: impl IntoIterator<Item = u32>,
+) {
     let per_line = (64 / std::mem::size_of::<T>()).max(1);
     if cfg!(debug_assertions) {
         return;

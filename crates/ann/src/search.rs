@@ -317,5 +317,5 @@ impl Hnsw {
 /// `rows × dim` bytes in sequence, which the prefetcher streams; a walk with a beam of a few
 /// hundred reads thousands of rows at scattered places, each a few cache misses. Measured
 /// on SciFact (5,183 rows of 384 dimensions) and the 10k synthetic corpus, the scan was the
-/// faster (docs/BENCHMARKS.md, seventh pass); larger sizes were not measured, so they walk.
+/// faster (docs/perf/i8-vector-walk.md); larger sizes were not measured, so they walk.
 pub(crate) const SCAN_MAX_ROWS: usize = 10_000;

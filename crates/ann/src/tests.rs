@@ -8,9 +8,9 @@ use proptest::prelude::*;
 use super::*;
 use crate::build::{BATCH, SEQUENTIAL_ROWS};
 use crate::distance::dot;
+use crate::distance::scale_to_unit;
 use crate::file::{FIXED_BODY_LEN, HEADER_LEN};
 use crate::search::Scored;
-use crate::distance::scale_to_unit;
 
 /// The beam the recall tests search with: on 20,000 clustered 384-dimensional vectors
 /// (m = 16, ef_construction = 200) it finds the exact top 10 (Finder's own default,

@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// tensors of megabytes batch after batch, which glibc maps and unmaps each time (builds set
 /// its threshold low to keep their peak down), and a query's many small maps and lists cost
 /// less. finder-index's `mimalloc` feature has builds hand mimalloc's free pages back between
-/// phases. Measured in docs/BENCHMARKS.md (tenth pass).
+/// phases. Measured in docs/perf/allocator.md.
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

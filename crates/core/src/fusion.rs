@@ -158,8 +158,7 @@ fn score_range(list: &RankedList) -> (f32, f32) {
 /// own score, min-max normalised over its list (as [`convex`] does) and summed over the lists
 /// that hold the fragment. The rest keep the order the lists found them in (the first list's
 /// hits first: the lexical list's ahead of a graph list's). On SciFact the channels' scores
-/// decided ties better than any fixed order of the lists or of the keys (docs/BENCHMARKS.md,
-/// thirty-sixth pass).
+/// decided ties better than any fixed order of the lists or of the keys (docs/perf/fusion-constant.md).
 fn sort_fused(lists: &[RankedList], fused: &mut Vec<FusedFragment>) {
     // The score range of each channel's list (a channel listed twice counts at its first list,
     // as `accumulate` counts it).

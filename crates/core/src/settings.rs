@@ -15,7 +15,7 @@ pub const DEFAULT_TRIGRAM_WEIGHT: f32 = 0.5;
 pub const DEFAULT_TRIGRAM_EXPANSIONS: usize = 8;
 /// The design's 60 lost to 20 on every set measured (SciFact's train split picked it, its
 /// test split, the 10k and 100k synthetic corpora and the HotpotQA slice agreed):
-/// docs/BENCHMARKS.md, *Fusion's constant*.
+/// docs/perf/fusion-constant.md.
 pub const DEFAULT_RRF_K: u32 = 20;
 pub const DEFAULT_VEC_LIST_SIZE: usize = 200;
 pub const DEFAULT_MAX_HINTS: usize = 3;

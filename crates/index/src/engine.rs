@@ -254,7 +254,7 @@ impl Finder {
         // The graph before the vectors, and what its parse freed handed back in between: at a
         // million fragments the parse holds 0.55 GB for a moment and the loaded graph 0.22 GB,
         // so the difference passes below the vectors' 1.7 GB instead of on top of them
-        // (docs/BENCHMARKS.md, twenty-fifth pass).
+        // (docs/perf/query-open-memory.md).
         let graph = crate::graph::GraphIndex::load(dir);
         crate::release_free_memory();
         let vectors = VectorIndex::open(&dir.join(VECTOR_DIR)).map_err(|e| e.to_string());

@@ -5,7 +5,7 @@
 //! the kernel one small `write` at a time. ext4 gives a growing file large page-cache folios,
 //! and a write that covers part of a new folio has the kernel zero the rest of it, again at
 //! each later write into it: at a million fragments (a 3 GB store) that zeroing took more CPU
-//! than copying the bytes (docs/BENCHMARKS.md, twenty-first pass). Written a megabyte at a
+//! than copying the bytes (docs/perf/large-writes.md). Written a megabyte at a
 //! time, a folio is covered whole.
 
 use std::io::{self, Write};

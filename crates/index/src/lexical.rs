@@ -23,7 +23,7 @@ use finder_ann::order::{from_ordered_bits, ordered_bits};
 /// repeated in the query counts once, as tantivy's query parser and qdrant's BM25 query make
 /// of it. Counted per occurrence, a repeated word outweighed the query's other words: on
 /// SciFact (60 of 300 test claims repeat a word) and the synthetic sets, counting each once
-/// ranked better on every split (docs/BENCHMARKS.md, thirty-sixth pass).
+/// ranked better on every split (docs/perf/query-term-frequency.md).
 pub fn query_terms(field: Field, terms: &[String]) -> Vec<Term> {
     // Through a set: a query of many distinct words stays linear.
     let mut seen: HashSet<&str> = HashSet::with_capacity(terms.len());
@@ -186,14 +186,14 @@ fn accumulate(
 /// The `k` best fragments for weighted `terms`, best first: every posting of every term
 /// accumulated, term at a time, per segment, a decoded block of 128 at a time, with the length
 /// part of the formula looked up per stored length. A term's score is multiplied by its weight
-/// (a repeated query word counts twice; an expansion weighs less than the word it came from).
+/// (an expansion weighs less than the word it came from; a repeated query word is one term).
 /// The terms may belong to several fields: each term is scored with its own field's statistics
 /// and lengths, and a fragment's score is the sum.
 ///
 /// No pruning: tantivy's block-max WAND (at its constants, picking candidates for a rescore
 /// here) was measured slower for Finder's lists of 100 — 0.74 against 0.38 ms per word query
 /// over 1M fragments, 0.26 against 0.14 ms over 100k, and 2.3 against 0.27 ms for the trigram
-/// list's dozens of terms on SciFact (`finder-bench run --reuse`, docs/BENCHMARKS.md).
+/// list's dozens of terms on SciFact (`finder-bench run --reuse`, docs/perf/bm25-list.md).
 pub fn top_k_terms(
     searcher: &Searcher,
     words: &[Option<WordsFile>],

@@ -112,7 +112,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// to the kernel: longer than a build's phases, so memory freed by one segment's writer or one
 /// share of texts is used again by the next instead of being handed back and faulted in, zeroed,
 /// again. mimalloc's own delay is a second: a 1M build handed back and took again 8.7 GiB
-/// (12k purges); held, its CPU went down 12% (docs/BENCHMARKS.md, twenty-fourth pass).
+/// (12k purges); held, its CPU went down 12% (docs/perf/allocator.md).
 #[cfg(feature = "mimalloc")]
 pub(crate) const BUILD_PURGE_DELAY_MS: std::ffi::c_long = 600_000;
 
@@ -179,7 +179,7 @@ impl Drop for KeepFreedMemory {
 /// pages on its arenas, so the first touch of each 2 MiB of them has the kernel zero all of it,
 /// and a build's threads touch many such blocks a little: in a 1,000-record build the indexing
 /// thread spent 29% of the run's samples in `clear_page_erms`, 1.5% without huge pages. Without
-/// them, in interleaved runs (docs/BENCHMARKS.md, thirty-third pass), the lexical layer of the
+/// them, in interleaved runs (docs/perf/allocator.md), the lexical layer of the
 /// 10k corpus took a median 0.46 s instead of 0.62 (faster in 10 of 11 pairs) and of 100k 3.06
 /// instead of 3.27, with 19-27% less peak memory. A 1M build (5.8 GB of input) was faster
 /// without them in none of four pairs (0.1-9% slower in three, 44% in one), so larger builds

@@ -4,7 +4,7 @@
 //!
 //! The document store holds the same and stays the truth. A page read from the store paid
 //! for tantivy's skip-index seek, a block copy, the document's decode and the record's JSON:
-//! a quarter of a lexical query over 10k fragments (docs/BENCHMARKS.md, thirteenth pass). A
+//! a quarter of a lexical query over 10k fragments (docs/perf/page-files.md). A
 //! page file answers with one offset lookup and one read of the record alone.
 //!
 //! A file is derived from its segment's store after each commit ([`write_missing`]), or for

@@ -9,10 +9,9 @@
 //! memo that gives its term id (the analysis runs once per distinct word of a segment), and
 //! appends each document's (term, frequency) pairs to one list; the per-term lists are made
 //! by one counting sort when the segment is written. Measured on the same documents, the two
-//! fields' postings took 0.49× tantivy's time at 1M records (docs/BENCHMARKS.md, nineteenth
-//! pass). When a document's two fields hold the same text (as Finder's writer makes them), one
+//! fields' postings took 0.49× tantivy's time at 1M records (docs/perf/own-postings.md). When a document's two fields hold the same text (as Finder's writer makes them), one
 //! probe per whitespace-separated word gives its terms in both ([`BothFields`]): the 1M
-//! lexical build took 0.80× the time of two probes (twenty-first pass).
+//! lexical build took 0.80× the time of two probes (docs/perf/own-postings.md).
 //!
 //! The terms are exactly the analyzers' ([`crate::analyzer`]): every filter of the word
 //! analyzer acts on one token alone, so a word split as tantivy's `SimpleTokenizer` splits

@@ -26,7 +26,7 @@ use tantivy::HasLen;
 /// with positioned reads above it. A mapped file's pages stay resident once a query touched
 /// them, a few dozen KiB a read with the kernel's fault-around, so that is bounded by the
 /// files' size; a positioned read costs a system call every time (about 2 µs here, an eighth
-/// of a lexical query over 10k fragments, docs/BENCHMARKS.md eleventh pass).
+/// of a lexical query over 10k fragments, docs/perf/document-store.md).
 pub(crate) const MAP_STORES_MAX_BYTES: u64 = 256 << 20;
 
 /// [`MmapDirectory`] for everything but reading the bytes of the files it reads with

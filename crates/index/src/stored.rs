@@ -33,7 +33,7 @@ thread_local! {
 /// each, copying the whole block: a smaller block reads less per record and leaves fewer of
 /// the store's pages resident. A record with a 384-dimensional given vector (about 3 KiB) is
 /// a block of its own; at 4 KiB blocks held two records, and a 10k lexical query's page took
-/// 16% longer (2026-12-01, docs/BENCHMARKS.md). Short records (notes without vectors) still
+/// 16% longer (docs/perf/document-store.md). Short records (notes without vectors) still
 /// share blocks. The blocks are not compressed (see [`open_or_create`]).
 const DOCSTORE_BLOCK_BYTES: usize = 1024;
 
@@ -72,7 +72,7 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
             docstore_compression: tantivy::store::Compressor::None,
             // Uncompressed blocks need no thread of their own: handing each 1 KiB block (a
             // million and more at 1M fragments) to one, a copy and a wake-up apiece, took
-            // 15-20% of the read-and-write phase's CPU (docs/BENCHMARKS.md, twenty-sixth pass).
+            // 15-20% of the read-and-write phase's CPU (docs/perf/store-thread.md).
             docstore_compress_dedicated_thread: false,
             ..IndexSettings::default()
         };

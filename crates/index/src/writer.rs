@@ -474,7 +474,7 @@ fn add_source(
 /// tantivy's merge policy while the build went on and at its commit; at 800 MB each thread
 /// writes two segments (460k fragments, then the rest), the commit takes 0.8 s instead of
 /// 8.1, the lexical build 8% less in two paired runs, and its peak stays 1.3 GB (below the
-/// query phase's 2.3 GB with vectors; docs/BENCHMARKS.md, seventeenth pass).
+/// query phase's 2.3 GB with vectors; docs/perf/one-indexing-thread.md).
 const WRITER_MEMORY_BYTES: usize = 800_000_000;
 
 /// Inputs of at most this many bytes are indexed by one thread (larger ones by a thread per
@@ -482,7 +482,7 @@ const WRITER_MEMORY_BYTES: usize = 800_000_000;
 /// the threads that write the postings, and on two cores a second writing thread mostly
 /// competes with the reading one; it also writes a second segment, which a build from nothing
 /// then merges (`MERGE_MAX_FRAGMENTS`), rewriting the whole index. Paired runs of
-/// `finder-bench run` (records with their vectors; docs/BENCHMARKS.md, twenty-ninth pass):
+/// `finder-bench run` (records with their vectors; docs/perf/one-indexing-thread.md):
 /// SciFact (5,231 fragments) 0.25 s against 0.46, synthetic 10k (57.7 MB) 0.49 against 0.62,
 /// synthetic 100k (577 MB) 3.6 against 4.4, with half the peak memory; at 1M (5.8 GB) one
 /// thread was 4–9% slower (33.4 and 34.7 s against 32.2 and 31.9). Counted from the inputs'
@@ -491,7 +491,7 @@ const ONE_THREAD_MAX_INPUT_BYTES: u64 = 1 << 30;
 
 /// The largest first build (or rebuild) whose segments are merged into one after its commit.
 /// The merge rewrites the whole index: at 100k fragments 2.8 s, 18% of the lexical build, for
-/// a lexical p50 18% lower (docs/BENCHMARKS.md, twelfth pass). Larger builds leave their
+/// a lexical p50 18% lower (docs/perf/one-indexing-thread.md). Larger builds leave their
 /// segments to tantivy's merge policy: there a merge is a rewrite of gigabytes, and a 1M
 /// build's peak memory is already near its bound.
 const MERGE_MAX_FRAGMENTS: u64 = 250_000;

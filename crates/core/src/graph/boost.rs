@@ -54,7 +54,7 @@ pub const DEFAULT_EPSILON: f64 = 1e-6;
 /// at the default damping, whatever the graph's size; see the module documentation for what it
 /// costs in accuracy. It was 1e-5 (≈ 143k visits) until the boost stage at a million fragments
 /// went over its 2 ms budget on a slow hour of a 2-core machine; 1.5e-5 ranked the HotpotQA
-/// slice, SciFact and the 1M synthetic set exactly as 1e-5 did (docs/BENCHMARKS.md).
+/// slice, SciFact and the 1M synthetic set exactly as 1e-5 did (docs/perf/graph-boost.md).
 pub const DEFAULT_PUSH_THRESHOLD: f64 = 1.5e-5;
 
 /// The boost's query-time parameters. Out-of-range values are clamped rather than refused

@@ -97,7 +97,7 @@ impl Default for RefineSettings {
             recency_half_life_days: DEFAULT_RECENCY_HALF_LIFE_DAYS,
             sort: SortOrder::Score,
             // Off by default: on SciFact and HotpotQA it folded nothing and cost ~11 ms p50
-            // (docs/BENCHMARKS.md); corpora with copies turn it on.
+            // (docs/perf/refine-defaults.md); corpora with copies turn it on.
             dedup: false,
             simhash_shingle: DEFAULT_SIMHASH_SHINGLE,
             simhash_max_distance: DEFAULT_SIMHASH_MAX_DISTANCE,

@@ -37,7 +37,7 @@ const NO_TITLE: u32 = u32::MAX;
 /// Strings end to end in one buffer, 8 bytes each on top of their text. As `String`s each
 /// took a heap block and 24 bytes: at a million fragments, whose titles and names are a
 /// million short strings each, the loaded graph was 374 MB against 222 MB this way
-/// (docs/BENCHMARKS.md, twenty-fifth pass).
+/// (docs/perf/query-open-memory.md).
 struct Strings {
     text: String,
     /// Where each string ends in `text`; it starts where the one before ends.

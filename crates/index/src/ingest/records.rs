@@ -517,7 +517,7 @@ impl<'de> Deserialize<'de> for Float {
 /// A record line's top-level `vector` array, read ahead of serde when it is a plain array of
 /// JSON numbers: the rest of the line is then parsed with the array as `null`. A million
 /// 384-number vectors were a third of the reading thread's work through serde's number
-/// parser and its visitors, one number at a time (docs/BENCHMARKS.md, twenty-sixth pass).
+/// parser and its visitors, one number at a time (docs/perf/given-vectors-read-ahead.md).
 enum Lift {
     /// No top-level `vector` key: the line goes to serde as it is.
     Absent,
