@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 /// What the front matter says about its note.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -81,7 +81,7 @@ pub(super) fn split(text: &str) -> Split {
 
 /// Reads the fields from the YAML text; an error gives the YAML line (0 when unknown) and why.
 fn parse(yaml: &str) -> Result<Fields, (u32, String)> {
-    let value: Value = serde_yaml::from_str(yaml).map_err(|e| {
+    let value: Value = yaml_serde::from_str(yaml).map_err(|e| {
         let line = e
             .location()
             .map_or(0, |l| u32::try_from(l.line()).unwrap_or(0));
