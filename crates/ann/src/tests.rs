@@ -186,7 +186,7 @@ fn a_batched_build_keeps_the_recall_of_one_by_one() {
         recall_curve(&one, &queries, 10, &efs),
         recall_curve(&batched, &queries, 10, &efs),
     );
-    eprintln!(
+    println!(
         "{} x 384: one by one {one_time:.1?} recall {r1:.4?}; batched on 2 threads \
          {batched_time:.1?} recall {rb:.4?} at ef {efs:?}",
         points.len()
@@ -268,7 +268,7 @@ fn recall_at_10_on_20000_clustered_vectors_at_the_default_ef() {
     let built = started.elapsed();
     let efs = [10, 16, 32, DEFAULT_EF_SEARCH];
     let r = recall_curve(&index, &queries, 10, &efs);
-    eprintln!("20k x 384: built in {built:.1?}; recall@10 {r:.4?} at ef {efs:?}");
+    println!("20k x 384: built in {built:.1?}; recall@10 {r:.4?} at ef {efs:?}");
     assert!(
         r[3] >= 0.95,
         "recall@10 {:.4} at ef {DEFAULT_EF_SEARCH}",
@@ -725,7 +725,7 @@ fn bench() {
     };
     let index = build(&points, params);
     let built = started.elapsed();
-    eprintln!(
+    println!(
         "{n} x 384, ef_construction {ef_construction}: build {built:.2?} ({:.1} µs/insert), {} levels",
         built.as_secs_f64() * 1e6 / n as f64,
         index.max_level + 1
@@ -738,7 +738,7 @@ fn bench() {
         random += f64::from(dot(q, &points[(i * 7919) % n]));
     }
     let nq = queries.len() as f64;
-    eprintln!(
+    println!(
         "similarity: top-1 {:.3}, top-10 {:.3}, random pair {:.3}",
         top1 / nq,
         top10 / nq,
@@ -752,20 +752,20 @@ fn bench() {
             std::hint::black_box(index.search(q, 10, ef));
         }
         let per = started.elapsed().as_secs_f64() * 1e6 / queries.len() as f64;
-        eprintln!("ef {ef:>3}: recall@10 {r:.4}, {per:.0} µs/query");
+        println!("ef {ef:>3}: recall@10 {r:.4}, {per:.0} µs/query");
     }
     let started = Instant::now();
     for q in &queries {
         std::hint::black_box(index.exact(q, 10));
     }
     let per = started.elapsed().as_secs_f64() * 1e6 / queries.len() as f64;
-    eprintln!("exact: {per:.0} µs/query");
+    println!("exact: {per:.0} µs/query");
     let started = Instant::now();
     let stored = bytes(&index);
     let wrote = started.elapsed();
     let started = Instant::now();
     let loaded = Hnsw::read_from(&mut &stored[..]).expect("reading back");
-    eprintln!(
+    println!(
         "write {wrote:.2?}, read {:.2?}, {} bytes",
         started.elapsed(),
         stored.len()

@@ -30,6 +30,9 @@ mod serve;
     about = "Hybrid retrieval over your notes, documents and records"
 )]
 struct Cli {
+    /// Log what the libraries do (info; twice for debug). RUST_LOG, when set, decides instead.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -197,6 +200,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    install_log(cli.verbose);
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -204,6 +208,27 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The log goes to stderr (stdout carries results, and the MCP protocol under `finder mcp`):
+/// warnings and errors by default, more with `--verbose`, or what `RUST_LOG` asks for.
+fn install_log(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|v| EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .init();
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {

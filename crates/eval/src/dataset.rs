@@ -328,7 +328,7 @@ mod tests {
     fn scifact_test_split_when_present() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/scifact");
         if !dir.join("queries.jsonl").exists() {
-            eprintln!("skipping: {} not present", dir.display());
+            println!("skipping: {} not present", dir.display());
             return;
         }
         let ds = Dataset::load(&dir, "test").unwrap();

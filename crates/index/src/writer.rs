@@ -304,6 +304,16 @@ pub(crate) fn index_inputs_one_thread_up_to(
         dated: Some(dated),
     };
     progress(Progress::Committing);
+    tracing::info!(
+        index = %dir.display(),
+        added = report.counts.added,
+        updated = report.counts.updated,
+        removed = report.counts.removed,
+        unchanged = report.counts.unchanged,
+        problems = report.counts.problems,
+        rebuild,
+        "committing"
+    );
     let mut prepared = writer.prepare_commit().map_err(err)?;
     prepared.set_payload(&serde_json::to_string(&new_info).expect("commit info serialises"));
     prepared.commit().map_err(err)?;
@@ -336,6 +346,7 @@ pub(crate) fn index_inputs_one_thread_up_to(
     let leftover = !settings.graph.build && dir.join(crate::graph::GRAPH_DIR).exists();
     if leftover || (settings.graph.build && stale) {
         progress(Progress::Graph);
+        tracing::info!(index = %dir.display(), "building the graph");
         match crate::graph::build_graph(dir, settings) {
             Ok(g) => report.graph = Some(g),
             Err(e) => report.problems.push(Problem {

@@ -345,10 +345,10 @@ fn write_and_index(
         .filter(|p| p.source_id.is_none())
         .partition(|p| p.place.starts_with(API_SOURCES));
     for problem in other {
-        eprintln!(
-            "finder serve: space {}: {}: {}",
-            space.name(),
-            problem.place,
+        tracing::warn!(
+            space = space.name(),
+            place = %problem.place,
+            "{}",
             problem.reason
         );
     }
@@ -356,9 +356,9 @@ fn write_and_index(
         // The run could not tell which ids the file holds; put everything back.
         write_atomic(&path, &render(before))?;
         if let Err(e) = run(&settings) {
-            eprintln!(
-                "finder serve: re-indexing {} after a refused write: {e}",
-                path.display()
+            tracing::error!(
+                path = %path.display(),
+                "re-indexing after a refused write failed: {e}"
             );
         }
         return Err(ServerError::InvalidDocument {

@@ -257,7 +257,7 @@ const RETRY_AFTER_SECS: &str = "1";
 impl IntoResponse for ServerError {
     fn into_response(self) -> Response {
         if let ServerError::Internal { detail } = &self {
-            eprintln!("finder serve: internal error: {detail}");
+            tracing::error!(status = %self.status(), "internal error: {detail}");
         }
         let status = self.status();
         let mut response = (status, axum::Json(self.body())).into_response();

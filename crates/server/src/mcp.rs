@@ -2,7 +2,7 @@
 //! line), offering `search`, `context` and `recommend` over the served spaces.
 //!
 //! Requests are answered in order on the calling thread; stdout carries protocol messages
-//! only (diagnostics go to stderr). Invalid arguments (a bad setting, an unknown space) are
+//! only (diagnostics go to the log, on stderr). Invalid arguments (a bad setting, an unknown space) are
 //! JSON-RPC errors with the API's `{code, message, details}` as `data`; a tool that ran but
 //! could not answer (no index yet, storage fault) returns `isError: true` so the model can
 //! read why.
@@ -248,7 +248,7 @@ impl McpServer {
             }
             Err(e) => {
                 if let ServerError::Internal { detail } = &e {
-                    eprintln!("finder mcp: internal error: {detail}");
+                    tracing::error!("MCP tool call: internal error: {detail}");
                 }
                 Ok(json!({
                     "content": [{ "type": "text", "text": e.public_message() }],

@@ -282,7 +282,7 @@ mod tests {
         let path = dir.path().join("locked.md");
         fs::set_permissions(&path, fs::Permissions::from_mode(0o000)).unwrap();
         if fs::read(&path).is_ok() {
-            eprintln!("running with permission to read anything (root?); skipping");
+            println!("running with permission to read anything (root?); skipping");
             return;
         }
         let (_, sources, problems) = collect(dir.path());
@@ -340,12 +340,12 @@ mod tests {
     fn real_dendron_notes_read_cleanly_with_exact_extents() {
         let root = shared_data("dendron_site_vault/notes");
         if !root.is_dir() {
-            eprintln!("{} absent; skipping", root.display());
+            println!("{} absent; skipping", root.display());
             return;
         }
         let (_, sources, problems) = collect(&root);
         for p in &problems {
-            eprintln!("problem: {p}");
+            println!("problem: {p}");
         }
         assert!(sources.len() > 1000, "{} sources", sources.len());
         assert!(
@@ -373,7 +373,7 @@ mod tests {
                 fragments += 1;
             }
         }
-        eprintln!(
+        println!(
             "{} sources, {fragments} fragments, {} problems",
             sources.len(),
             problems.len()
@@ -384,7 +384,7 @@ mod tests {
     fn bundled_example_notes_read_without_problems() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/notes");
         if !root.is_dir() {
-            eprintln!("{} absent; skipping", root.display());
+            println!("{} absent; skipping", root.display());
             return;
         }
         let (_, sources, problems) = collect(&root);
