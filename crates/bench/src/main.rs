@@ -101,6 +101,8 @@ fn run_pg(options: &run::RunOptions, urls: &[String]) -> Result<serde_json::Valu
 }
 
 fn main() -> ExitCode {
+    // Measure what `finder` runs: the same process tuning.
+    finder_tuning::install();
     match main_inner() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// mimalloc rather than glibc's allocator. The model's forward passes allocate and free
 /// tensors of megabytes batch after batch, which glibc maps and unmaps each time (builds set
 /// its threshold low to keep their peak down), and a query's many small maps and lists cost
-/// less. finder-index's `mimalloc` feature has builds hand mimalloc's free pages back between
+/// less. finder-tuning's `mimalloc` feature has builds hand mimalloc's free pages back between
 /// phases. Measured in docs/perf/allocator.md.
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -201,6 +201,8 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     install_log(cli.verbose);
+    // The process is ours: tune its memory around indexing (see finder-tuning).
+    finder_tuning::install();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {

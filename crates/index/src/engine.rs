@@ -256,7 +256,7 @@ impl Finder {
         // so the difference passes below the vectors' 1.7 GB instead of on top of them
         // (docs/perf/query-open-memory.md).
         let graph = crate::graph::GraphIndex::load(dir);
-        crate::release_free_memory();
+        crate::tuning::release_free_memory();
         let vectors = VectorIndex::open(&dir.join(VECTOR_DIR)).map_err(|e| e.to_string());
         let own_postings = crate::postings::made_with(&index).map_err(|e| store_error(dir, e))?;
         Ok(Finder {

@@ -68,9 +68,9 @@ pub(crate) fn index_inputs_one_thread_up_to(
     progress: &mut dyn FnMut(Progress<'_>),
     one_thread_max_bytes: u64,
 ) -> Result<RunReport> {
-    crate::map_large_blocks();
+    crate::tuning::map_large_blocks();
     // Declared first, so dropped last: its release comes after the writer and the rest.
-    let _keep = crate::KeepFreedMemory::hold();
+    let _keep = crate::tuning::keep_freed_memory();
     let (index, fields) = open_or_create(dir, settings)?;
     let info = commit_info(&index, dir)?;
     let err = |e| store_error(dir, e);
@@ -112,8 +112,8 @@ pub(crate) fn index_inputs_one_thread_up_to(
 
     // A small run is written by one thread, into one segment: the build needs no merge.
     let small = ingest::input_bytes_up_to(inputs, one_thread_max_bytes) <= one_thread_max_bytes;
-    // It is also built, graph included, without huge pages (see `SmallPages`).
-    let _small_pages = small.then(crate::SmallPages::hold);
+    // It is also built, graph included, without huge pages (`ProcessTuning::small_pages`).
+    let _small_pages = small.then(crate::tuning::small_pages);
     let opened = if small {
         index.writer_with_num_threads(1, WRITER_MEMORY_BYTES)
     } else {
@@ -337,7 +337,7 @@ pub(crate) fn index_inputs_one_thread_up_to(
             source_id: None,
         });
     }
-    crate::release_free_memory();
+    crate::tuning::release_free_memory();
 
     // The graph is derived from the committed snapshot; it is redone when anything changed or
     // when it is missing. A failure here leaves the commit standing and is reported.

@@ -63,10 +63,10 @@ pub fn build_vectors(
     embedder: &dyn Embed,
     progress: &mut dyn FnMut(VectorProgress),
 ) -> Result<VectorReport> {
-    crate::map_large_blocks();
+    crate::tuning::map_large_blocks();
     let report = build(dir, settings, embedder, progress);
     // everything the build held is dropped by now: hand the freed heap back
-    crate::release_free_memory();
+    crate::tuning::release_free_memory();
     report
 }
 

@@ -4,8 +4,8 @@
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
 use finder_core::Settings;
-use finder_index::testing::{small_pages_now, SmallPages};
 use finder_index::{index_inputs, Progress};
+use finder_tuning::{small_pages_now, SmallPages};
 
 #[test]
 fn huge_pages_are_off_while_any_holder_lives_and_back_after_the_last() {
@@ -39,7 +39,9 @@ fn huge_pages_are_off_while_any_holder_lives_and_back_after_the_last() {
     );
     assert!(!small_pages_now());
 
-    // A build: off from its first input to its graph, on again after it.
+    // A build, with the tuning installed: off from its first input to its graph, on again
+    // after it.
+    finder_tuning::install();
     let tmp = tempfile::tempdir().unwrap();
     let records = tmp.path().join("records.jsonl");
     let lines: Vec<String> = (0..20)

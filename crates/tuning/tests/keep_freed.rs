@@ -2,7 +2,7 @@
 //! option is the process's, and the `it` tests' builds, running alongside, hold it too.
 #![cfg(feature = "mimalloc")]
 
-use finder_index::testing::{purge_delays, KeepFreedMemory};
+use finder_tuning::{purge_delays, KeepFreedMemory};
 
 #[test]
 fn the_delay_is_held_while_any_build_keeps_memory_and_restored_after_the_last() {
