@@ -1,112 +1,28 @@
-//! An opened index: settings, snapshots, the channels and the query pipeline over them.
-//!
-//! Each query takes one searcher (an immutable snapshot): it never sees half a commit, and
-//! nothing a query does writes to the index.
+//! Answering a query over one snapshot: the channels (BM25 with its expansions, vectors,
+//! entities, the like channel), the page of sources, and the `Retriever` the pipeline drives.
 
 use std::cell::{Cell, RefCell};
-use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use finder_core::{
-    Bm25Params, Channel, ChannelOutcome, Embed, Extent, FastMap, FragmentKey, FragmentMeta, Query,
+    Bm25Params, Channel, ChannelOutcome, Extent, FastMap, FragmentKey, FragmentMeta, Query,
     Retriever, SearchResponse, Settings, SourceKey, SourceView, StageTime,
 };
-use serde::Serialize;
 use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::{DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, Term, TERMINATED};
+use tantivy::{DocAddress, DocSet, Searcher, Term, TERMINATED};
 
 use crate::analyzer::{terms, WORDS};
 use crate::error::{IndexError, Result};
 use crate::files::LEXICAL_DIR;
 use crate::lexical::{query_terms, top_k_terms};
 use crate::pages::{Body, PageFile, Stored};
-use crate::pread::PreadDirectory;
-use crate::record::{CommitInfo, RunCounts};
-use crate::schema::{register_analyzers, resolve, Fields};
+use crate::schema::Fields;
 use crate::store_error;
-use crate::stored::commit_info;
-use crate::vector::{VectorIndex, VECTOR_DIR};
+use crate::vector::VectorIndex;
 
-/// Name of the settings file looked up in the index folder.
-pub const CONFIG_FILE: &str = "finder.toml";
-
-/// Loads settings: defaults, then `config` (or `<index>/finder.toml` when present).
-pub fn load_settings(index_dir: &Path, config: Option<&Path>) -> Result<Settings> {
-    let path = match config {
-        Some(p) => p.to_path_buf(),
-        None => index_dir.join(CONFIG_FILE),
-    };
-    if config.is_none() && !path.exists() {
-        return Ok(Settings::default());
-    }
-    let text = std::fs::read_to_string(&path).map_err(|source| IndexError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    Ok(Settings::from_toml(&text, &path.display().to_string())?)
-}
-
-/// What `finder status` reports.
-#[derive(Debug, Clone, Serialize)]
-pub struct Status {
-    pub path: PathBuf,
-    pub sources: u64,
-    pub fragments: u64,
-    pub segments: usize,
-    /// Segments with a readable page file (`pages.rs`); the others' pages are read from the
-    /// document store until the next run writes their files.
-    pub page_files: usize,
-    pub size_bytes: u64,
-    pub origins: Vec<String>,
-    pub settings: finder_core::IndexSettings,
-    pub last_run: RunCounts,
-    pub committed_at: u64,
-    /// Commits so far that changed what the index holds.
-    pub generation: u64,
-    /// The word analysis the index was written with (`ANALYSIS`; older ones are read as
-    /// written and rebuilt by the next indexing run).
-    pub analysis: u32,
-    /// The vector layer, when one has been built.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub vectors: Option<VectorStatus>,
-    /// The relation graph, when one has been built.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub graph: Option<GraphStatus>,
-}
-
-/// Whether the relation graph matches the last commit.
-#[derive(Debug, Clone, Serialize)]
-pub struct GraphStatus {
-    /// Built from the last commit with the current build settings; `false` after a run was
-    /// stopped between its commit and the graph build (the next `finder index` rebuilds it).
-    pub current: bool,
-}
-
-/// How far the vector layer is.
-#[derive(Debug, Clone, Serialize)]
-pub struct VectorStatus {
-    pub model_id: String,
-    /// Vectors in the published graph.
-    pub done: usize,
-    /// Fragments in the lexical index now.
-    pub total: u64,
-    /// Vectors already embedded but not yet in the published graph (a build in progress or
-    /// interrupted).
-    pub pending: bool,
-}
-
-/// The query-side embedding model.
-enum Semantic {
-    /// None attached: the library user did not ask for one.
-    Detached,
-    /// `embed.backend = "none"`.
-    Off,
-    /// Configured but unusable; the reason is shown in diagnostics.
-    Unavailable(String),
-    Ready(Arc<dyn Embed>),
-}
+use super::*;
 
 /// Fragment key → the document holding it and its keys, for one searcher generation.
 type Addresses = Arc<FastMap<u64, Seen>>;
@@ -114,101 +30,6 @@ type Addresses = Arc<FastMap<u64, Seen>>;
 /// Snapshots a query tries, each reloaded after the last, when a postings file of the one it
 /// has is gone (a writer merged its segment away and collected the files).
 const STALE_SNAPSHOT_RETRIES: u32 = 5;
-
-/// Something derived from one searcher generation, made by the first query that needs it and
-/// shared by the others until the generation changes.
-struct PerGeneration<T>(std::sync::Mutex<Option<(u64, Arc<T>)>>);
-
-impl<T> Default for PerGeneration<T> {
-    fn default() -> Self {
-        PerGeneration(std::sync::Mutex::new(None))
-    }
-}
-
-impl<T> PerGeneration<T> {
-    /// The value for `generation`, made with `make` when the one held is missing or older.
-    /// Queries that need it meanwhile wait for it rather than make it twice.
-    fn get(&self, generation: u64, make: impl FnOnce() -> Result<T>) -> Result<Arc<T>> {
-        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((g, value)) = held.as_ref() {
-            if *g == generation {
-                return Ok(Arc::clone(value));
-            }
-        }
-        let value = Arc::new(make()?);
-        *held = Some((generation, Arc::clone(&value)));
-        Ok(value)
-    }
-}
-
-/// A Finder index opened for reading.
-pub struct Finder {
-    dir: PathBuf,
-    /// The folder of `index`, for the files beside tantivy's own (page files).
-    directory: PreadDirectory,
-    index: Index,
-    reader: IndexReader,
-    fields: Fields,
-    info: CommitInfo,
-    settings: Settings,
-    vectors: std::result::Result<Option<VectorIndex>, String>,
-    semantic: Semantic,
-    graph: std::result::Result<Option<crate::graph::GraphIndex>, String>,
-    /// Reranker, plugin retrievers and user profiles for the refinement stages.
-    extensions: finder_core::Extensions,
-    /// Where each fragment's document is, for the searcher generation it was read from.
-    addresses: PerGeneration<FastMap<u64, Seen>>,
-    /// The raw words' trigrams, for the searcher generation they were read from (built by the
-    /// first query that expands a word).
-    grams: PerGeneration<crate::expand::TermGrams>,
-    /// Each segment's postings file, for the searcher generation they were opened in (kept
-    /// open: a file mapped anew per query would be mapped and faulted in again each time).
-    words: PerGeneration<Vec<Option<crate::postings::WordsFile>>>,
-    /// Whether the index was made with Finder's postings (every segment has its file), not
-    /// tantivy's (an index made before them).
-    own_postings: bool,
-    /// Every segment's key columns, for the searcher generation they were opened from.
-    columns: PerGeneration<Vec<KeyColumns>>,
-    /// Every segment's page file where it has one, by segment ordinal, for the searcher
-    /// generation they were opened from.
-    pages: PerGeneration<Vec<Option<PageFile>>>,
-}
-
-/// Applies query-time overrides to `base`, the settings an index was opened with, whose
-/// index-time values are `indexed`. Keys that shape what was stored (`index.*`, `embed.*`, the
-/// graph's build keys, `storage.*`) may only repeat the stored value; every store uses this.
-pub fn query_settings(
-    base: &Settings,
-    indexed: &finder_core::IndexSettings,
-    overrides: &[String],
-) -> Result<Settings> {
-    let mut settings = base.clone();
-    for o in overrides {
-        settings.set(o)?;
-        let embed_changed = settings.embed != base.embed;
-        // The graph's build keys shape what `finder index` extracted.
-        let graph_changed =
-            crate::graph::build_key(&settings.graph, 0) != crate::graph::build_key(&base.graph, 0);
-        let storage_changed = settings.storage != base.storage;
-        if embed_changed || graph_changed || storage_changed || settings.index != *indexed {
-            let key = o
-                .split_once('=')
-                .map_or(o.as_str(), |(k, _)| k.trim())
-                .to_string();
-            let indexed = if embed_changed {
-                "the model the vectors were built with".to_string()
-            } else if graph_changed {
-                toml_value(&base.graph, &key)
-            } else if storage_changed {
-                "the store this index lives in".to_string()
-            } else {
-                toml_value(indexed, &key)
-            };
-            return Err(IndexError::IndexTimeSetting { key, indexed });
-        }
-    }
-    Ok(settings)
-}
 
 /// The request behind "sources related to `id`" (any store): the source's title and summary
 /// as text, and the source itself for the graph and vector channels to start from.
@@ -223,278 +44,9 @@ pub fn like_request(id: &str, view: &SourceView, limit: usize) -> Query {
     request
 }
 
-impl Finder {
-    /// Opens the index in `dir` with the given query-time settings as the base for queries.
-    pub fn open(dir: &Path, settings: Settings) -> Result<Finder> {
-        let path = dir.join(LEXICAL_DIR);
-        if !path.join("meta.json").exists() {
-            return Err(IndexError::NotFound(dir.to_path_buf()));
-        }
-        let directory = PreadDirectory::for_queries(&path, crate::pread::MAP_STORES_MAX_BYTES)
-            .map_err(|e| store_error(dir, e))?;
-        let index = Index::open(directory.clone()).map_err(|e| store_error(dir, e))?;
-        let fields = resolve(&index.schema()).ok_or_else(|| IndexError::Corrupt {
-            path: path.clone(),
-            reason: "schema lacks Finder's fields".into(),
-        })?;
-        let info =
-            commit_info(&index, dir)?.ok_or_else(|| IndexError::NotFound(dir.to_path_buf()))?;
-        register_analyzers(&index, &info.settings.language, info.analysis);
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()
-            .map_err(|e| store_error(dir, e))?;
-        let mut settings = settings;
-        settings.index = info.settings.clone();
-        let extensions = finder_core::Extensions {
-            profiles: crate::profiles::load(dir, &settings, &index)?,
-            ..finder_core::Extensions::default()
-        };
-        // The graph before the vectors, and what its parse freed handed back in between: at a
-        // million fragments the parse holds 0.55 GB for a moment and the loaded graph 0.22 GB,
-        // so the difference passes below the vectors' 1.7 GB instead of on top of them
-        // (docs/perf/query-open-memory.md).
-        let graph = crate::graph::GraphIndex::load(dir);
-        crate::tuning::release_free_memory();
-        let vectors = VectorIndex::open(&dir.join(VECTOR_DIR)).map_err(|e| e.to_string());
-        let own_postings = crate::postings::made_with(&index).map_err(|e| store_error(dir, e))?;
-        Ok(Finder {
-            addresses: PerGeneration::default(),
-            grams: PerGeneration::default(),
-            words: PerGeneration::default(),
-            own_postings,
-            columns: PerGeneration::default(),
-            pages: PerGeneration::default(),
-            directory,
-            dir: dir.to_path_buf(),
-            index,
-            reader,
-            fields,
-            info,
-            settings,
-            vectors,
-            semantic: Semantic::Detached,
-            graph,
-            extensions,
-        })
-    }
-
-    /// Attaches the query-side embedding model, as `finder_embed::load` returns it:
-    /// `Ok(None)` when the semantic layer is off, `Err(reason)` when it is unavailable.
-    pub fn attach_embedder(
-        &mut self,
-        embedder: std::result::Result<Option<Arc<dyn Embed>>, String>,
-    ) {
-        self.semantic = match embedder {
-            Ok(Some(e)) => Semantic::Ready(e),
-            Ok(None) => Semantic::Off,
-            Err(reason) => Semantic::Unavailable(reason),
-        };
-    }
-
-    /// Attaches the reranker and plugin retrievers of the refinement stages (built by the
-    /// binaries from `[refine]`; user profiles are read at open).
-    pub fn attach_refiners(
-        &mut self,
-        reranker: Option<Arc<dyn finder_core::Reranker>>,
-        plugins: Vec<Arc<dyn finder_core::PluginRetriever>>,
-    ) {
-        self.extensions.reranker = reranker;
-        self.extensions.plugins = plugins;
-    }
-
-    /// The base settings of this index (index-time values as indexed).
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    /// Applies `--set` overrides to a copy of the base settings. Index-time keys may only
-    /// repeat the indexed value.
-    pub fn settings_with(&self, overrides: &[String]) -> Result<Settings> {
-        query_settings(&self.settings, &self.info.settings, overrides)
-    }
-
-    /// Picks up the latest commit (for long-lived readers such as a server).
-    pub fn reload(&self) -> Result<()> {
-        self.reader.reload().map_err(|e| store_error(&self.dir, e))
-    }
-
-    /// Runs one query through the whole pipeline.
-    pub fn search(
-        &self,
-        query: &str,
-        settings: &Settings,
-        offset: usize,
-        limit: usize,
-    ) -> Result<SearchResponse> {
-        self.search_with_vector(query, None, settings, offset, limit)
-    }
-
-    /// Like [`Finder::search`], with the query's vector given rather than embedded here (the
-    /// `precomputed` backend, or a caller that embedded the query itself). The vector must
-    /// come from the model the index's vectors were built with.
-    pub fn search_with_vector(
-        &self,
-        query: &str,
-        vector: Option<&[f32]>,
-        settings: &Settings,
-        offset: usize,
-        limit: usize,
-    ) -> Result<SearchResponse> {
-        let mut request = Query::text(query, offset, limit);
-        request.vector = vector.map(<[f32]>::to_vec);
-        self.query(&request, settings)
-    }
-
-    /// Runs a full request (text and/or vector, page, filters, scope, user) through the
-    /// pipeline.
-    pub fn query(&self, request: &Query, settings: &Settings) -> Result<SearchResponse> {
-        let vector = request
-            .vector
-            .as_ref()
-            .map(|v| finder_ann::distance::unit(v.clone()));
-        let mut attempts = 0;
-        loop {
-            let run = QueryRun::new(self, vector.clone());
-            // A snapshot's postings files are opened by its first query, after tantivy opened
-            // the segments' own files: a writer that merged a segment away meanwhile may have
-            // removed its file. That snapshot is past; the query runs on the next one.
-            if run.postings_complete()? {
-                return finder_core::search_with(&run, request, settings, &self.extensions);
-            }
-            attempts += 1;
-            if attempts == STALE_SNAPSHOT_RETRIES {
-                return Err(IndexError::Corrupt {
-                    path: self.dir.join(LEXICAL_DIR),
-                    reason: format!(
-                        "a segment's {} file is missing in {attempts} snapshots in a row",
-                        crate::files::POSTINGS_EXTENSION
-                    ),
-                });
-            }
-            self.reload()?;
-        }
-    }
-
-    /// A source by id, as hits show it: `None` when the index does not hold it.
-    pub fn source(&self, id: &str) -> Result<Option<SourceView>> {
-        let run = QueryRun::new(self, None);
-        Retriever::source(&run, crate::keys::source_key(id))
-    }
-
-    /// The request behind "sources related to `id`": the source's fragments seed the graph
-    /// boost and its vectors the vector list (`Query::like`), its title and summary (at most
-    /// 600 characters) the lexical lists; the source itself never comes back.
-    pub fn like_query(&self, id: &str, limit: usize) -> Result<Query> {
-        let view = self
-            .source(id)?
-            .ok_or_else(|| IndexError::UnknownSource(id.to_string()))?;
-        Ok(like_request(id, &view, limit))
-    }
-
-    pub fn status(&self) -> Result<Status> {
-        let searcher = self.reader.searcher();
-        let size_bytes = dir_size(&self.dir.join(LEXICAL_DIR));
-        let pages = self.page_files(&searcher)?;
-        Ok(Status {
-            path: self.dir.clone(),
-            sources: self.info.sources,
-            fragments: self.info.fragments,
-            segments: searcher.segment_readers().len(),
-            page_files: pages.iter().flatten().count(),
-            size_bytes,
-            origins: self.info.origins.clone(),
-            settings: self.info.settings.clone(),
-            last_run: self.info.last_run,
-            committed_at: self.info.committed_at,
-            generation: self.info.generation,
-            analysis: self.info.analysis,
-            vectors: self.vector_status(),
-            graph: self
-                .dir
-                .join(crate::graph::GRAPH_DIR)
-                .exists()
-                .then(|| GraphStatus {
-                    current: crate::graph::graph_is_current(
-                        &self.dir,
-                        &self.settings.graph,
-                        self.info.generation,
-                    ),
-                }),
-        })
-    }
-
-    fn vector_status(&self) -> Option<VectorStatus> {
-        let vdir = self.dir.join(VECTOR_DIR);
-        let state = crate::vector::read_state_head(&vdir).ok().flatten();
-        let log_len = std::fs::metadata(vdir.join(crate::vector::LOG_FILE)).map_or(0, |m| m.len());
-        if state.is_none() && log_len == 0 {
-            return None;
-        }
-        let state_time = std::fs::metadata(vdir.join(crate::vector::STATE_FILE))
-            .and_then(|m| m.modified())
-            .ok();
-        let log_time = std::fs::metadata(vdir.join(crate::vector::LOG_FILE))
-            .and_then(|m| m.modified())
-            .ok();
-        Some(VectorStatus {
-            model_id: state
-                .as_ref()
-                .map_or_else(String::new, |s| s.model_id.clone()),
-            done: state.as_ref().map_or(0, |s| s.vectors),
-            total: self.info.fragments,
-            pending: match (state_time, log_time) {
-                (Some(s), Some(l)) => l > s,
-                (None, Some(_)) => true,
-                _ => false,
-            },
-        })
-    }
-
-    /// Every segment of `searcher` with its page file where it has a readable one, by
-    /// segment ordinal: opened once per searcher generation and shared by its queries.
-    fn page_files(&self, searcher: &Searcher) -> Result<Arc<Vec<Option<PageFile>>>> {
-        let generation = searcher.generation().generation_id();
-        self.pages.get(generation, || {
-            Ok(searcher
-                .segment_readers()
-                .iter()
-                .map(|segment| PageFile::open(&self.directory, segment))
-                .collect())
-        })
-    }
-
-    /// The underlying tantivy index (for tests and benchmarks that compare with tantivy).
-    pub fn tantivy_index(&self) -> &Index {
-        &self.index
-    }
-}
-
-fn toml_value(settings: &impl Serialize, key: &str) -> String {
-    let table = toml::Table::try_from(settings).unwrap_or_default();
-    let leaf = key.rsplit('.').next().unwrap_or(key);
-    table
-        .get(leaf)
-        .map_or_else(|| "?".to_string(), |v| v.to_string())
-}
-
-fn dir_size(path: &Path) -> u64 {
-    std::fs::read_dir(path)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| e.metadata().ok())
-                .filter(|m| m.is_file())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0)
-}
-
 /// What a query learned about a fragment it touched.
 #[derive(Clone, Copy)]
-struct Seen {
+pub(super) struct Seen {
     address: DocAddress,
     source: SourceKey,
     ordinal: u32,
@@ -503,7 +55,7 @@ struct Seen {
 }
 
 /// A segment's key columns.
-struct KeyColumns {
+pub(super) struct KeyColumns {
     fragment_key: tantivy::columnar::Column<u64>,
     source_key: tantivy::columnar::Column<u64>,
     ordinal: tantivy::columnar::Column<u64>,
@@ -1112,5 +664,93 @@ impl Retriever for QueryRun<'_> {
         }
         let words = words.as_ref().expect("the query's words were set above");
         Ok(Some((words.preview(&stored.0, max_chars), stored.1.extent)))
+    }
+}
+
+impl Finder {
+    /// Runs one query through the whole pipeline.
+    pub fn search(
+        &self,
+        query: &str,
+        settings: &Settings,
+        offset: usize,
+        limit: usize,
+    ) -> Result<SearchResponse> {
+        self.search_with_vector(query, None, settings, offset, limit)
+    }
+
+    /// Like [`Finder::search`], with the query's vector given rather than embedded here (the
+    /// `precomputed` backend, or a caller that embedded the query itself). The vector must
+    /// come from the model the index's vectors were built with.
+    pub fn search_with_vector(
+        &self,
+        query: &str,
+        vector: Option<&[f32]>,
+        settings: &Settings,
+        offset: usize,
+        limit: usize,
+    ) -> Result<SearchResponse> {
+        let mut request = Query::text(query, offset, limit);
+        request.vector = vector.map(<[f32]>::to_vec);
+        self.query(&request, settings)
+    }
+
+    /// Runs a full request (text and/or vector, page, filters, scope, user) through the
+    /// pipeline.
+    pub fn query(&self, request: &Query, settings: &Settings) -> Result<SearchResponse> {
+        let vector = request
+            .vector
+            .as_ref()
+            .map(|v| finder_ann::distance::unit(v.clone()));
+        let mut attempts = 0;
+        loop {
+            let run = QueryRun::new(self, vector.clone());
+            // A snapshot's postings files are opened by its first query, after tantivy opened
+            // the segments' own files: a writer that merged a segment away meanwhile may have
+            // removed its file. That snapshot is past; the query runs on the next one.
+            if run.postings_complete()? {
+                return finder_core::search_with(&run, request, settings, &self.extensions);
+            }
+            attempts += 1;
+            if attempts == STALE_SNAPSHOT_RETRIES {
+                return Err(IndexError::Corrupt {
+                    path: self.dir.join(LEXICAL_DIR),
+                    reason: format!(
+                        "a segment's {} file is missing in {attempts} snapshots in a row",
+                        crate::files::POSTINGS_EXTENSION
+                    ),
+                });
+            }
+            self.reload()?;
+        }
+    }
+
+    /// A source by id, as hits show it: `None` when the index does not hold it.
+    pub fn source(&self, id: &str) -> Result<Option<SourceView>> {
+        let run = QueryRun::new(self, None);
+        Retriever::source(&run, crate::keys::source_key(id))
+    }
+
+    /// The request behind "sources related to `id`": the source's fragments seed the graph
+    /// boost and its vectors the vector list (`Query::like`), its title and summary (at most
+    /// 600 characters) the lexical lists; the source itself never comes back.
+    pub fn like_query(&self, id: &str, limit: usize) -> Result<Query> {
+        let view = self
+            .source(id)?
+            .ok_or_else(|| IndexError::UnknownSource(id.to_string()))?;
+        Ok(like_request(id, &view, limit))
+    }
+
+    /// Every segment of `searcher` with its page file where it has a readable one, by
+    /// segment ordinal: opened once per searcher generation and shared by its queries.
+    pub(super) fn page_files(&self, searcher: &Searcher) -> Result<Arc<Vec<Option<PageFile>>>> {
+        let generation = searcher.generation().generation_id();
+        self.pages.get(generation, || {
+            Ok(searcher
+                .segment_readers()
+                .iter()
+                .map(|segment| PageFile::open(&self.directory, segment))
+                .collect())
+        })
     }
 }
