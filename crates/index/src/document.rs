@@ -1,7 +1,7 @@
 //! What ingestion produces and the store consumes: a source with its envelope, summary,
 //! content hash and fragments (each with its extent in the source).
 
-use finder_core::{Envelope, Extent};
+use finder_core::{Envelope, Extent, IndexSettings};
 
 /// One source read from an input, ready to index.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +51,23 @@ pub fn vector_home(fragments: &[FragmentDoc]) -> Option<u32> {
         .iter()
         .find(|f| !f.text.trim().is_empty())
         .map(|f| f.ordinal)
+}
+
+/// The text the lexical fields index for a fragment, in every store: the source's title and
+/// the fragment's heading (on the first fragment, or on every one with
+/// `index.title_in_fragments`), then the fragment's text.
+pub fn indexed_text(title: &str, fragment: &FragmentDoc, settings: &IndexSettings) -> String {
+    let mut indexed = String::new();
+    if fragment.ordinal == 0 || settings.title_in_fragments {
+        indexed.push_str(title);
+        indexed.push('\n');
+        if let Some(h) = &fragment.heading {
+            indexed.push_str(h);
+            indexed.push('\n');
+        }
+    }
+    indexed.push_str(&fragment.text);
+    indexed
 }
 
 /// A piece of input that could not be used, with its place (`file:line`) and the reason.

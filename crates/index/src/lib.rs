@@ -33,7 +33,7 @@ mod vector;
 mod writer;
 
 pub use analyzer::{looks_like_identifier, ANALYSIS};
-pub use document::{vector_home, FragmentDoc, Problem, SourceDoc};
+pub use document::{indexed_text, vector_home, FragmentDoc, Problem, SourceDoc};
 pub use engine::{
     like_request, load_settings, query_settings, Finder, GraphStatus, Status, CONFIG_FILE,
 };
@@ -46,7 +46,7 @@ pub use tuning::{install_process_tuning, ProcessTuning, TuningGuard};
 pub use vector::{
     build_vectors, fragment_text_to_embed, VectorProgress, VectorReport, VectorState,
 };
-pub use writer::{index_inputs, Progress, RunReport};
+pub use writer::{index_inputs, Admit, Progress, RunPlan, RunReport};
 
 /// Threads for work shared out over the cores (HNSW batches, mention scans): the available
 /// parallelism, at most 8.

@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 
-use finder_core::IndexSettings;
 use finder_index::{FragmentDoc, SourceDoc};
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::tokenizer::TextAnalyzer;
@@ -79,26 +78,6 @@ pub(crate) fn stored_fragments(source: &SourceDoc) -> Vec<FragmentDoc> {
     } else {
         source.fragments.clone()
     }
-}
-
-/// The text the lexical fields index for a fragment: title and heading (on the first
-/// fragment, or on every one with `index.title_in_fragments`), then the fragment text.
-pub(crate) fn indexed_text(
-    title: &str,
-    fragment: &FragmentDoc,
-    settings: &IndexSettings,
-) -> String {
-    let mut indexed = String::new();
-    if fragment.ordinal == 0 || settings.title_in_fragments {
-        indexed.push_str(title);
-        indexed.push('\n');
-        if let Some(h) = &fragment.heading {
-            indexed.push_str(h);
-            indexed.push('\n');
-        }
-    }
-    indexed.push_str(&fragment.text);
-    indexed
 }
 
 #[cfg(test)]

@@ -12,14 +12,14 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use finder_core::{Embed, EmbedBackend, Settings};
-use finder_index::{FragmentDoc, Problem, RunCounts, SourceDoc};
+use finder_index::{Admit, FragmentDoc, Problem, RunCounts, RunPlan, SourceDoc};
 use postgres::Transaction;
 
 use crate::cluster::{connect, shard_of, PgConfig};
 use crate::error::{db, PgError, Result};
 use crate::graph;
 use crate::schema::{self, to_db, RunRecord, RAW, WORDS};
-use crate::terms::{field_terms, indexed_text, stored_fragments, Analyzers};
+use crate::terms::{field_terms, stored_fragments, Analyzers};
 
 /// What a run did.
 #[derive(Debug, Clone, Default)]
@@ -98,17 +98,6 @@ pub fn index_inputs_with(
         ),
         None => (None, None),
     };
-    let mut origins = Vec::new();
-    for input in inputs {
-        let canonical = input.canonicalize().map_err(|e| {
-            PgError::Input(Problem {
-                place: input.display().to_string(),
-                reason: e.to_string(),
-                source_id: None,
-            })
-        })?;
-        origins.push(canonical.display().to_string());
-    }
     let rebuild = previous.iter().flatten().any(|r| {
         r.settings != settings.index
             || r.dim != dim
@@ -120,19 +109,7 @@ pub fn index_inputs_with(
         .flatten()
         .flat_map(|r| r.origins.iter().cloned())
         .collect();
-    if rebuild {
-        let missing: Vec<&String> = known.iter().filter(|o| !origins.contains(o)).collect();
-        if !missing.is_empty() {
-            return Err(PgError::Input(Problem {
-                place: "postgres".into(),
-                reason: format!(
-                    "index-time settings or the word analysis changed, so the whole index is rebuilt; pass every input it holds (missing: {})",
-                    missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-                ),
-                source_id: None,
-            }));
-        }
-    }
+    let mut plan = RunPlan::new(inputs, rebuild, &known, "postgres").map_err(PgError::Input)?;
     // A shard loaded from empty gets its vector index after the load: building HNSW once is
     // far cheaper than growing it row by row.
     let mut bulk = vec![false; n];
@@ -160,72 +137,36 @@ pub fn index_inputs_with(
         rebuilt: rebuild,
         ..PgRunReport::default()
     };
-    let mut seen: HashSet<String> = HashSet::new();
     let mut written: HashSet<String> = HashSet::new();
-    let mut incomplete: HashSet<String> = HashSet::new();
     let mut failure: Option<PgError> = None;
     // Sources read but not written yet, each with whether it replaces a stored one.
     let mut pending: Vec<(bool, SourceDoc)> = Vec::new();
     let (mut pending_fragments, mut read) = (0usize, 0u64);
     let mut df: Vec<TermCounts> = vec![TermCounts::new(); n];
+    let origins = plan.origins.clone();
     for (input, origin) in inputs.iter().zip(&origins) {
         let mut sink = |item: std::result::Result<SourceDoc, Problem>| {
             if failure.is_some() {
                 return;
             }
             let source = match item {
-                Err(problem) => {
-                    match &problem.source_id {
-                        Some(id) => {
-                            seen.insert(id.clone());
-                        }
-                        None => {
-                            incomplete.insert(origin.clone());
-                        }
-                    }
-                    report.problems.push(problem);
-                    return;
-                }
+                Err(problem) => return plan.problem(origin, problem),
                 Ok(source) => source,
             };
             if let Some(reason) = vector_problem(&source, settings) {
-                seen.insert(source.id.clone());
-                report.problems.push(Problem {
-                    place: source.origin.clone(),
-                    reason: format!("source `{}`: {reason}", source.id),
-                    source_id: Some(source.id.clone()),
-                });
-                return;
-            }
-            if !seen.insert(source.id.clone()) {
-                report.problems.push(Problem {
-                    place: source.origin.clone(),
-                    reason: format!(
-                        "source id `{}` also comes from another input; the later one wins",
-                        source.id
-                    ),
-                    source_id: Some(source.id.clone()),
-                });
+                return plan.reject(&source, &reason);
             }
             let previous = catalog.get(&source.id);
-            if !rebuild
-                && previous
-                    .is_some_and(|(hash, from)| *hash == source.hash && *from == source.origin)
-            {
-                report.counts.unchanged += 1;
+            let stored = previous.map(|(hash, from)| (hash.as_str(), from.as_str()));
+            let Admit::Write { stored, .. } = plan.admit(&source, stored) else {
                 return;
-            }
-            if previous.is_some() && !rebuild {
-                report.counts.updated += 1;
-            } else {
-                report.counts.added += 1;
-            }
+            };
             read += 1;
             if read % 1000 == 0 {
                 progress(read);
             }
             // A source given twice in one run: the later one replaces the earlier.
-            let mut replaces = previous.is_some() && !rebuild;
+            let mut replaces = stored;
             if !written.insert(source.id.clone()) {
                 match pending.iter().position(|(_, s)| s.id == source.id) {
                     Some(at) => {
@@ -271,19 +212,13 @@ pub fn index_inputs_with(
 
     // Sources of this run's inputs that were not seen are gone from their input, unless the
     // input had errors that hid which ids it holds.
-    let mut kept = 0u64;
     let mut gone: Vec<Vec<i64>> = vec![Vec::new(); n];
-    for (id, (_, origin)) in &catalog {
-        if seen.contains(id) || !origins.contains(origin) {
-            continue;
-        }
-        if incomplete.contains(origin) {
-            kept += 1;
-            continue;
-        }
+    let stored = catalog
+        .iter()
+        .map(|(id, (_, origin))| (id, origin.as_str()));
+    for id in plan.finish(stored, |id| written.contains(id)) {
         let key = finder_index::source_key(id);
         gone[shard_of(key, n)].push(to_db(key.0));
-        report.counts.removed += 1;
     }
     for (shard, keys) in gone.iter().enumerate() {
         write_df(&mut txs[shard], shard, &mut df[shard])?;
@@ -291,19 +226,10 @@ pub fn index_inputs_with(
             delete_sources(&mut txs[shard], shard, keys)?;
         }
     }
-    let failed: HashSet<&String> = report
-        .problems
-        .iter()
-        .filter_map(|p| p.source_id.as_ref())
-        .collect();
-    report.counts.kept = kept
-        + failed
-            .iter()
-            .filter(|id| catalog.contains_key(**id) && !written.contains(**id))
-            .count() as u64;
-    report.counts.problems = report.problems.len() as u64;
-
-    let changed = report.counts.added + report.counts.updated + report.counts.removed > 0;
+    let changed = plan.changed();
+    let origins = std::mem::take(&mut plan.origins);
+    report.counts = plan.counts;
+    report.problems = plan.problems;
     let generation = previous
         .iter()
         .flatten()
@@ -529,7 +455,8 @@ fn write_batch(
         r.counts.push(source.fragments.len() as i32);
         for (fragment, embedding) in fragments.iter().zip(vectors) {
             let fkey = to_db(finder_index::fragment_key(&source.id, fragment.ordinal).0);
-            let indexed = indexed_text(&source.envelope.title, fragment, &settings.index);
+            let indexed =
+                finder_index::indexed_text(&source.envelope.title, fragment, &settings.index);
             let words = field_terms(&mut analyzers.words, &indexed);
             let raw = settings
                 .index

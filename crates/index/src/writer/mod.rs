@@ -1,0 +1,200 @@
+//! Incremental, atomic indexing runs: read inputs, redo changed sources, drop deleted ones,
+//! commit once.
+//!
+//! Nothing is visible until the single commit at the end; a run that fails or is killed
+//! leaves the previous commit intact. A source whose input fails to read this time keeps
+//! its indexed version.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use finder_core::Settings;
+use tantivy::{IndexWriter, Term};
+
+use crate::analyzer::ANALYSIS;
+use crate::document::Problem;
+use crate::error::{IndexError, Result};
+use crate::record::RunCounts;
+use crate::stored::{commit_info, load_catalog, open_or_create};
+use crate::{ingest, store_error};
+
+mod commit;
+mod plan;
+mod run;
+
+pub use plan::{Admit, RunPlan};
+
+/// Progress of a run, for progress bars.
+#[derive(Debug, Clone)]
+pub enum Progress<'a> {
+    /// Starting to read an input.
+    Input { path: &'a Path, kind: &'a str },
+    /// One more source read (`done` counts all inputs so far).
+    Source { done: u64 },
+    /// Writing the commit.
+    Committing,
+    /// Writing the page files of the commit's new segments (see `pages`).
+    Pages,
+    /// Rebuilding the relation graph from the new commit.
+    Graph,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default)]
+pub struct RunReport {
+    pub counts: RunCounts,
+    pub problems: Vec<Problem>,
+    /// The whole index was rebuilt because index-time settings changed.
+    pub rebuilt: bool,
+    pub sources: u64,
+    pub fragments: u64,
+    /// The relation graph rebuilt after the commit (`None` when off or when nothing changed).
+    pub graph: Option<crate::graph::GraphReport>,
+}
+
+/// Indexes `inputs` into the index folder `dir`, creating it when needed.
+pub fn index_inputs(
+    dir: &Path,
+    inputs: &[PathBuf],
+    settings: &Settings,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<RunReport> {
+    index_inputs_one_thread_up_to(dir, inputs, settings, progress, ONE_THREAD_MAX_INPUT_BYTES)
+}
+
+/// [`index_inputs`], with inputs of at most `one_thread_max_bytes` written by one thread.
+pub(crate) fn index_inputs_one_thread_up_to(
+    dir: &Path,
+    inputs: &[PathBuf],
+    settings: &Settings,
+    progress: &mut dyn FnMut(Progress<'_>),
+    one_thread_max_bytes: u64,
+) -> Result<RunReport> {
+    crate::tuning::map_large_blocks();
+    // Declared first, so dropped last: its release comes after the writer and the rest.
+    let _keep = crate::tuning::keep_freed_memory();
+    let (index, fields) = open_or_create(dir, settings)?;
+    let info = commit_info(&index, dir)?;
+    let err = |e| store_error(dir, e);
+    let rebuild = info
+        .as_ref()
+        .is_some_and(|i| i.settings != settings.index || i.analysis != ANALYSIS);
+    // Every document of this run's commit is new (see `merge_segments`).
+    let from_empty = info.is_none() || rebuild;
+
+    let catalog = load_catalog(&index, fields, dir)?;
+    let known = info.iter().flat_map(|i| &i.origins);
+    let mut plan = RunPlan::new(inputs, rebuild, known, &dir.display().to_string())
+        .map_err(IndexError::Input)?;
+
+    // A small run is written by one thread, into one segment: the build needs no merge.
+    let small = ingest::input_bytes_up_to(inputs, one_thread_max_bytes) <= one_thread_max_bytes;
+    // It is also built, graph included, in small pages (`ProcessTuning::small_pages`).
+    let _small_pages = small.then(crate::tuning::small_pages);
+    let opened = if small {
+        index.writer_with_num_threads(1, WRITER_MEMORY_BYTES)
+    } else {
+        index.writer(WRITER_MEMORY_BYTES)
+    };
+    let writer: IndexWriter = opened.map_err(|e| match e {
+        tantivy::TantivyError::LockFailure(..) => IndexError::Busy(dir.to_path_buf()),
+        e => store_error(dir, e),
+    })?;
+    // A run killed before its commit leaves files the last commit does not reference (new
+    // segments, delete bitsets named by opstamp). The next run reuses those opstamps, so they
+    // must go before it writes: tantivy refuses to overwrite an existing file.
+    writer.garbage_collect_files().wait().map_err(err)?;
+    // A small run's page file is made as its documents are added (see `PagesAhead`); its
+    // records' file is made only now, under the writer's lock.
+    let mut ahead = if small {
+        let before = index.searchable_segment_ids().map_err(err)?;
+        crate::pages::PagesAhead::start(dir, before.into_iter().collect())
+    } else {
+        None
+    };
+    if rebuild {
+        writer.delete_all_documents().map_err(err)?;
+    }
+
+    let target = run::Target {
+        dir,
+        writer: &writer,
+        fields,
+        settings,
+        catalog: &catalog,
+    };
+    let written = run::write_sources(&target, inputs, &mut plan, ahead.as_mut(), progress)?;
+
+    // Sources of this run's inputs that were not seen are gone from their input, unless the
+    // input had errors that hid which ids it holds.
+    let stored = catalog.iter().map(|(id, r)| (id, r.origin.as_str()));
+    for id in plan.finish(stored, |id| written.contains_key(id)) {
+        writer.delete_term(Term::from_field_text(fields.source_id, id));
+    }
+
+    // Totals after this run: the previous catalog, minus removals, plus what was written.
+    let mut totals: HashMap<&String, (u32, bool)> = HashMap::new();
+    if !rebuild {
+        for (id, r) in &catalog {
+            if plan.keeps(id, &r.origin) {
+                totals.insert(id, (r.fragments, r.envelope.date.is_some()));
+            }
+        }
+    }
+    for (id, &counts) in &written {
+        totals.insert(id, counts);
+    }
+    let sources = totals.len() as u64;
+    let fragments = totals.values().map(|&(n, _)| n as u64).sum();
+    let dated = totals.values().filter(|&&(_, d)| d).count() as u64;
+    // The run's bookkeeping (sets of every source id: hundreds of MB at a million sources) is
+    // done with; the commit and the graph build below should not hold it.
+    drop(totals);
+    drop((catalog, written));
+
+    let changed = plan.changed();
+    let report = RunReport {
+        rebuilt: rebuild,
+        sources,
+        fragments,
+        counts: plan.counts,
+        problems: plan.problems,
+        graph: None,
+    };
+    let origins = plan.origins;
+    let commit = commit::Commit {
+        dir,
+        index: &index,
+        fields,
+        settings,
+        previous: info,
+        origins,
+        dated,
+        from_empty,
+        changed,
+    };
+    commit.run(writer, report, ahead, progress)
+    // `_keep`, dropped after every other local, hands back what the run freed.
+}
+
+/// Memory the indexing threads share for the postings they hold before writing a segment
+/// (tantivy gives each thread an equal part and flushes a thread's segment when its part is
+/// full). It is taken as documents come, so a small run uses little of it. At 100 MB a
+/// segment held about 25k fragments, and the forty or so of a 1M build were merged by
+/// tantivy's merge policy while the build went on and at its commit; at 800 MB each thread
+/// writes two segments (460k fragments, then the rest), the commit takes 0.8 s instead of
+/// 8.1, the lexical build 8% less in two paired runs, and its peak stays 1.3 GB (below the
+/// query phase's 2.3 GB with vectors; docs/perf/one-indexing-thread.md).
+const WRITER_MEMORY_BYTES: usize = 800_000_000;
+
+/// Inputs of at most this many bytes are indexed by one thread (larger ones by a thread per
+/// core, up to tantivy's eight). Reading and analysing the input is the build's bottleneck, not
+/// the threads that write the postings, and on two cores a second writing thread mostly
+/// competes with the reading one; it also writes a second segment, which a build from nothing
+/// then merges (`MERGE_MAX_FRAGMENTS`), rewriting the whole index. Paired runs of
+/// `finder-bench run` (records with their vectors; docs/perf/one-indexing-thread.md):
+/// SciFact (5,231 fragments) 0.25 s against 0.46, synthetic 10k (57.7 MB) 0.49 against 0.62,
+/// synthetic 100k (577 MB) 3.6 against 4.4, with half the peak memory; at 1M (5.8 GB) one
+/// thread was 4–9% slower (33.4 and 34.7 s against 32.2 and 31.9). Counted from the inputs'
+/// sizes before the run; an incremental run over large inputs keeps the threads.
+const ONE_THREAD_MAX_INPUT_BYTES: u64 = 1 << 30;
