@@ -17,7 +17,7 @@ use tantivy::schema::Field;
 use tantivy::Searcher;
 
 use crate::analyzer::{looks_like_identifier, raw_analyzer, terms};
-use crate::postings::WordsFile;
+use crate::postings::PostingsFile;
 
 /// Query words shorter than this (in bytes) expand only into themselves.
 pub const MIN_PARTIAL_BYTES: usize = 3;
@@ -124,7 +124,7 @@ impl TermGrams {
     /// (`files`, in segment order), or tantivy's dictionary in a segment without one.
     pub(crate) fn build(
         searcher: &Searcher,
-        files: &[Option<WordsFile>],
+        files: &[Option<PostingsFile>],
         field: Field,
     ) -> tantivy::Result<TermGrams> {
         let mut words = TermGrams::default();

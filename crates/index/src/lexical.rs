@@ -15,7 +15,7 @@ use tantivy::postings::TermInfo;
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, DocId, InvertedIndexReader, Searcher, Term};
 
-use crate::postings::{FieldWords, TermEntry, WordsFile};
+use crate::postings::{FieldPostings, PostingsFile, TermEntry};
 
 use finder_ann::order::{from_ordered_bits, ordered_bits};
 
@@ -43,17 +43,17 @@ pub struct FieldStats {
 
 /// Every segment's postings file of `searcher` (`None` for a segment without one), in segment
 /// order: what [`field_stats`] and [`top_k_terms`] read Finder's postings from.
-pub fn segment_words(searcher: &Searcher) -> tantivy::Result<Vec<Option<WordsFile>>> {
+pub fn segment_postings(searcher: &Searcher) -> tantivy::Result<Vec<Option<PostingsFile>>> {
     searcher
         .segment_readers()
         .iter()
-        .map(WordsFile::open)
+        .map(PostingsFile::open)
         .collect()
 }
 
 pub fn field_stats(
     searcher: &Searcher,
-    words: &[Option<WordsFile>],
+    words: &[Option<PostingsFile>],
     field: Field,
 ) -> tantivy::Result<FieldStats> {
     let mut num_docs = 0u64;
@@ -123,12 +123,12 @@ pub fn top_k(
             (t.clone(), 1.0)
         })
         .collect();
-    top_k_terms(searcher, &segment_words(searcher)?, &weighted, params, k)
+    top_k_terms(searcher, &segment_postings(searcher)?, &weighted, params, k)
 }
 
 /// One field of one segment: Finder's postings, or tantivy's.
 enum Postings<'a> {
-    Own(FieldWords<'a>),
+    Own(FieldPostings<'a>),
     Tantivy(Arc<InvertedIndexReader>),
 }
 
@@ -196,7 +196,7 @@ fn accumulate(
 /// list's dozens of terms on SciFact (`finder-bench run --reuse`, docs/perf/bm25-list.md).
 pub fn top_k_terms(
     searcher: &Searcher,
-    words: &[Option<WordsFile>],
+    words: &[Option<PostingsFile>],
     terms: &[(Term, f32)],
     params: Bm25Params,
     k: usize,

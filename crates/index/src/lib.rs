@@ -151,7 +151,7 @@ pub mod testing {
     /// The plugin that writes Finder's postings, as a run of the current analysis registers
     /// it (a test that writes to an index itself must register it too).
     pub fn postings_plugin(language: &str) -> std::sync::Arc<dyn tantivy::SegmentPlugin> {
-        crate::postings::WordsPlugin::new(language, crate::analyzer::ANALYSIS)
+        crate::postings::PostingsPlugin::new(language, crate::analyzer::ANALYSIS)
     }
 
     /// Page files the calling thread's indexing runs wrote from the records they made as they

@@ -47,7 +47,7 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
     let exists = path.join("meta.json").exists();
     // Finder's postings, written by a plugin tantivy must be given at every open that writes
     // (a run of the current analysis: an index of an older one is rebuilt).
-    let plugin = crate::postings::WordsPlugin::new(&settings.index.language, ANALYSIS);
+    let plugin = crate::postings::PostingsPlugin::new(&settings.index.language, ANALYSIS);
     let index = if exists {
         let directory = WriteDirectory::open(&path).map_err(|e| store_error(dir, e))?;
         let mut index = Index::open(directory).map_err(|e| store_error(dir, e))?;

@@ -106,7 +106,7 @@ pub struct Finder {
     grams: PerGeneration<crate::expand::TermGrams>,
     /// Each segment's postings file, for the searcher generation they were opened in (kept
     /// open: a file mapped anew per query would be mapped and faulted in again each time).
-    words: PerGeneration<Vec<Option<crate::postings::WordsFile>>>,
+    postings: PerGeneration<Vec<Option<crate::postings::PostingsFile>>>,
     /// Whether the index was made with Finder's postings (every segment has its file), not
     /// tantivy's (an index made before them).
     own_postings: bool,
@@ -192,7 +192,7 @@ impl Finder {
         Ok(Finder {
             addresses: PerGeneration::default(),
             grams: PerGeneration::default(),
-            words: PerGeneration::default(),
+            postings: PerGeneration::default(),
             own_postings,
             columns: PerGeneration::default(),
             pages: PerGeneration::default(),

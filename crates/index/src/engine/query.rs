@@ -256,7 +256,7 @@ impl<'a> QueryRun<'a> {
     /// searcher generation that expands a word and shared by the rest.
     fn term_grams(&self, field: Field) -> Result<Arc<crate::expand::TermGrams>> {
         let generation = self.searcher.generation().generation_id();
-        let words = self.segment_words()?;
+        let words = self.segment_postings()?;
         self.finder.grams.get(generation, || {
             crate::expand::TermGrams::build(&self.searcher, &words, field).map_err(|e| self.err(e))
         })
@@ -265,15 +265,15 @@ impl<'a> QueryRun<'a> {
     /// Opens this snapshot's postings files; false when a segment that should have one has
     /// none (see [`Finder::query`]).
     fn postings_complete(&self) -> Result<bool> {
-        let words = self.segment_words()?;
+        let words = self.segment_postings()?;
         Ok(!self.finder.own_postings || words.iter().all(Option::is_some))
     }
 
     /// Every segment's postings file of this snapshot, opened by its first query.
-    fn segment_words(&self) -> Result<Arc<Vec<Option<crate::postings::WordsFile>>>> {
+    fn segment_postings(&self) -> Result<Arc<Vec<Option<crate::postings::PostingsFile>>>> {
         let generation = self.searcher.generation().generation_id();
-        self.finder.words.get(generation, || {
-            crate::lexical::segment_words(&self.searcher).map_err(|e| self.err(e))
+        self.finder.postings.get(generation, || {
+            crate::lexical::segment_postings(&self.searcher).map_err(|e| self.err(e))
         })
     }
 
@@ -386,7 +386,7 @@ impl<'a> QueryRun<'a> {
             k1: settings.lexical.k1,
             b: settings.lexical.b,
         };
-        let words = self.segment_words()?;
+        let words = self.segment_postings()?;
         let top =
             top_k_terms(&self.searcher, &words, &list, params, depth).map_err(|e| self.err(e))?;
         let mut hits = Vec::with_capacity(top.len());
