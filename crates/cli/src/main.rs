@@ -19,9 +19,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod models;
 mod render;
-mod semantic;
 mod serve;
+mod store;
 
 #[derive(Parser)]
 #[command(
@@ -238,13 +239,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Model {
             command: ModelCommand::Install { dir },
         } => {
-            semantic::install(dir.as_deref())?;
+            models::install(dir.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Model {
             command: ModelCommand::Distill { from, to, dims },
         } => {
-            semantic::distill(from.as_deref(), to.as_deref(), dims)?;
+            models::distill(from.as_deref(), to.as_deref(), dims)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Index {
@@ -270,7 +271,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             sort,
         } => {
             let settings = load_settings(&index, config.as_deref())?;
-            let mut finder = semantic::Engine::open(&index, settings)?;
+            let mut finder = store::Store::open(&index, settings)?;
             let mut set = set;
             if let Some(order) = sort {
                 set.push(format!("refine.sort={order}"));
@@ -281,7 +282,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let settings = finder.settings_with(&set)?;
             finder.attach_refiners(&settings);
             let mut request = finder_core::Query::text(query, offset, limit);
-            request.vector = vector.as_deref().map(semantic::parse_vector).transpose()?;
+            request.vector = vector.as_deref().map(parse_vector).transpose()?;
             for f in &filters {
                 let (key, value) = f
                     .split_once('=')
@@ -310,7 +311,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             config,
         } => {
             let settings = load_settings(&index, config.as_deref())?;
-            let finder = semantic::Engine::open(&index, settings)?;
+            let finder = store::Store::open(&index, settings)?;
             let settings = finder.settings_with(&set)?;
             let request = finder.like_query(&id, limit)?;
             let response = finder.query(&request, &settings)?;
@@ -421,12 +422,12 @@ fn cmd_index(
         // Lexical search works from here on; vectors follow.
         println!("{}", render::index_report(&report, secs));
     }
-    let vectors = semantic::build(index, &settings)
+    let vectors = models::build(index, &settings)
         .with_context(|| format!("building vectors in {}", index.display()))?;
     if json {
         let vectors = match &vectors {
-            semantic::VectorOutcome::Built(r) => serde_json::to_value(r)?,
-            semantic::VectorOutcome::Skipped(why) => serde_json::json!({ "skipped": why }),
+            models::VectorOutcome::Built(r) => serde_json::to_value(r)?,
+            models::VectorOutcome::Skipped(why) => serde_json::json!({ "skipped": why }),
         };
         let value = serde_json::json!({
             "added": report.counts.added,
@@ -551,4 +552,21 @@ fn spinner(message: &str) -> ProgressBar {
     bar.set_message(message.to_string());
     bar.enable_steady_tick(Duration::from_millis(120));
     bar
+}
+
+/// Reads a query vector given as a JSON array or `@FILE` holding one.
+pub fn parse_vector(arg: &str) -> Result<Vec<f32>> {
+    let (text, place) = match arg.strip_prefix('@') {
+        Some(path) => (
+            std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("--vector {path}: {e}"))?,
+            path.to_string(),
+        ),
+        None => (arg.to_string(), "--vector".to_string()),
+    };
+    let values: Vec<f64> = serde_json::from_str(text.trim())
+        .map_err(|e| anyhow::anyhow!("{place}: expected a JSON array of numbers ({e})"))?;
+    if values.is_empty() || values.iter().any(|x| !x.is_finite()) {
+        anyhow::bail!("{place}: expected a non-empty array of finite numbers");
+    }
+    Ok(values.into_iter().map(|x| x as f32).collect())
 }

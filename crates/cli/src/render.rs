@@ -193,13 +193,13 @@ pub fn index_report(r: &RunReport, secs: f64) -> String {
     line
 }
 
-pub fn vector_report(outcome: &crate::semantic::VectorOutcome) -> String {
+pub fn vector_report(outcome: &crate::models::VectorOutcome) -> String {
     match outcome {
-        crate::semantic::VectorOutcome::Built(r) => format!(
+        crate::models::VectorOutcome::Built(r) => format!(
             "vectors: {} embedded, {} reused, {} removed; {} in the index ({}, {:.1} s)",
             r.embedded, r.reused, r.removed, r.total, r.model_id, r.seconds
         ),
-        crate::semantic::VectorOutcome::Skipped(why) => {
+        crate::models::VectorOutcome::Skipped(why) => {
             format!("vectors: skipped, lexical search only ({why})")
         }
     }

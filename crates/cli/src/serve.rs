@@ -10,7 +10,7 @@ use finder_server::{
     check_bind, parse_space_arg, Access, AfterWrite, App, Limits, McpServer, Opener, Space, Spaces,
 };
 
-use crate::semantic;
+use crate::{models, store};
 
 /// Spaces from `--index DIR` / `--index NAME=DIR` arguments. Each opens its index with the
 /// embedding model attached, as `finder search` does; `after_write` runs after API writes.
@@ -19,9 +19,9 @@ fn spaces(
     config: Option<&Path>,
     after_write: Option<AfterWrite>,
 ) -> Result<Spaces> {
-    let models = Arc::new(semantic::ModelCache::default());
+    let models = Arc::new(models::ModelCache::default());
     let opener: Opener = Arc::new(move |dir, settings| {
-        semantic::open_cached(&models, dir, settings).map_err(|e| {
+        store::open_cached(&models, dir, settings).map_err(|e| {
             e.downcast::<IndexError>()
                 .unwrap_or_else(|e| IndexError::Embedding {
                     reason: format!("{e:#}"),
@@ -50,8 +50,8 @@ fn spaces(
 /// Builds the vectors of documents written through the API, after their lexical commit
 /// (which is what the write acknowledged); queries see them once the build publishes.
 fn build_vectors_after_writes() -> AfterWrite {
-    Arc::new(|dir, settings| match semantic::build(dir, settings) {
-        Ok(semantic::VectorOutcome::Built(_)) | Ok(semantic::VectorOutcome::Skipped(_)) => {}
+    Arc::new(|dir, settings| match models::build(dir, settings) {
+        Ok(models::VectorOutcome::Built(_)) | Ok(models::VectorOutcome::Skipped(_)) => {}
         Err(e) => eprintln!("finder serve: building vectors in {}: {e:#}", dir.display()),
     })
 }
