@@ -243,7 +243,13 @@ fn semantic_layer(
 }
 
 /// One query's ranking: its id, the document ids best first, and their scores.
-type Ranking = (String, Vec<String>, Vec<f64>);
+/// One query's ranking as a run file lists it.
+struct Ranking {
+    query: String,
+    /// Document ids, best first.
+    ranked: Vec<String>,
+    scores: Vec<f64>,
+}
 
 /// What one run's queries gave.
 struct Answers {
@@ -282,7 +288,11 @@ fn run_queries(
         let judged = &dataset.qrels[&query.id];
         per_query.push(QueryMetrics::compute(&ranked, judged));
         if keep_rankings {
-            rankings.push((query.id.clone(), ranked, scores));
+            rankings.push(Ranking {
+                query: query.id.clone(),
+                ranked,
+                scores,
+            });
         }
     }
     Ok(Answers {
@@ -298,7 +308,12 @@ fn write_trec(dir: &Path, run: &str, rankings: &[Ranking]) -> Result<(), EvalErr
     std::fs::create_dir_all(dir).map_err(|e| EvalError::io(dir, e))?;
     let path = dir.join(format!("{run}.trec"));
     let mut out = String::new();
-    for (query, ranked, scores) in rankings {
+    for Ranking {
+        query,
+        ranked,
+        scores,
+    } in rankings
+    {
         for (i, (doc, score)) in ranked.iter().zip(scores).enumerate() {
             out.push_str(&format!("{query} Q0 {doc} {} {score:.6} {run}\n", i + 1));
         }
