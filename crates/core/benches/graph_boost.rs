@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use finder_core::{
+use finder_core::graph::{
     boost_with, Boost, BoostParams, BoostScratch, Graph, KindWeights, DEFAULT_DAMPING,
     DEFAULT_PUSH_THRESHOLD,
 };

@@ -174,7 +174,7 @@ fn graph_stages<R: Retriever>(
     settings: &Settings,
     lists: &mut Vec<RankedList>,
     reports: &mut Vec<ChannelReport>,
-    fused: &mut Vec<crate::FusedFragment>,
+    fused: &mut Vec<crate::fusion::FusedFragment>,
     watch: &mut Stopwatch,
     now: i64,
 ) -> Option<BoostDiagnostics> {
@@ -266,12 +266,12 @@ fn graph_stages<R: Retriever>(
 /// the store cannot show counts as undated.
 fn event_list<R: Retriever>(
     store: &R,
-    fused: &[crate::FusedFragment],
+    fused: &[crate::fusion::FusedFragment],
     g: &crate::graph::GraphSettings,
     depth: usize,
     now: i64,
 ) -> RankedList {
-    let head: Vec<&crate::FusedFragment> = fused.iter().take(depth).collect();
+    let head: Vec<&crate::fusion::FusedFragment> = fused.iter().take(depth).collect();
     let keys: Vec<FragmentKey> = head.iter().map(|f| f.fragment).collect();
     let metas = store.fragment_meta(&keys).unwrap_or_default();
     let mut dates: HashMap<SourceKey, Option<i64>> = HashMap::new();
@@ -431,7 +431,7 @@ pub fn search_with<R: Retriever>(
         let ranked = rollup_with_owners(&scored, &owners, &settings.finder.rollup_weights);
         watch.lap("rollup");
         // Each fused fragment with its ordinal (0 where its metadata is gone), for the parts.
-        let by_fragment: FastMap<FragmentKey, (&crate::FusedFragment, u32)> = fused
+        let by_fragment: FastMap<FragmentKey, (&crate::fusion::FusedFragment, u32)> = fused
             .iter()
             .zip(&metas)
             .map(|(f, m)| (f.fragment, (f, m.as_ref().map_or(0, |m| m.ordinal))))
@@ -695,7 +695,7 @@ mod tests {
         assert!(eager_reads >= 40, "{eager_reads}");
         // A stage that needs the pool's envelopes reads them again.
         let mut by_date = Settings::default();
-        by_date.refine.sort = crate::SortOrder::Date;
+        by_date.refine.sort = crate::refine::SortOrder::Date;
         many.reads.set(0);
         search(&many, &request, &by_date).unwrap();
         assert!(many.reads.get() >= 40);

@@ -2,7 +2,7 @@
 //! relies on: seeds keep their share, the boost is never negative, it is deterministic, a zero
 //! kind weight removes edges and parallel edges add up.
 
-use finder_core::{
+use finder_core::graph::{
     boost, boost_with, Boost, BoostParams, BoostScratch, Graph, KindWeights, RelationKind,
     DEFAULT_PUSH_THRESHOLD, KIND_COUNT,
 };

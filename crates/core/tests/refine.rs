@@ -2,12 +2,14 @@
 
 use std::collections::BTreeMap;
 
-use finder_core::{
+use finder_core::refine::{
     apply_filter, apply_rerank, collapse_near_duplicates, facets_of, merge_plugins, mmr,
-    personalize, recency_blend, reorder, rerank_plan, Attr, Candidate, DedupParams, Envelope,
-    ExtrasFilter, MmrParams, PersonalParams, PluginList, PluginMergeParams, RecencyParams,
-    Refinement, RerankMode, UserProfile, DEFAULT_RRF_K,
+    personalize, recency_blend, reorder, rerank_plan, Attr, Candidate, DedupParams, ExtrasFilter,
+    MmrParams, PersonalParams, PluginList, PluginMergeParams, RecencyParams, Refinement,
+    RerankMode, UserProfile,
 };
+use finder_core::settings::DEFAULT_RRF_K;
+use finder_core::Envelope;
 
 fn envelope(date: Option<&str>, extras: &[(&str, &str)], tags: &[&str]) -> Envelope {
     Envelope {
