@@ -133,35 +133,4 @@ impl GraphSettings {
             push_threshold: DEFAULT_PUSH_THRESHOLD,
         }
     }
-
-    /// `(key, value, low, high)` for every ranged value.
-    pub(crate) fn ranges(&self) -> Vec<(&'static str, f64, f64, f64)> {
-        vec![
-            (
-                "graph.min_alias_chars",
-                self.min_alias_chars as f64,
-                1.0,
-                100.0,
-            ),
-            ("graph.max_alias_df", self.max_alias_df, 0.0, 1.0),
-            ("graph.damping", self.damping, 0.0, 0.95),
-            ("graph.iterations", self.iterations as f64, 1.0, 100.0),
-            ("graph.epsilon", self.epsilon, 0.0, 0.1),
-            ("graph.seeds", self.seeds as f64, 1.0, 500.0),
-            ("graph.fan_out", self.fan_out as f64, 1.0, 100.0),
-            (
-                "graph.event_half_life_days",
-                self.event_half_life_days,
-                1.0,
-                36_500.0,
-            ),
-            ("graph.weight_mentions", self.weight_mentions, 0.0, 10.0),
-            ("graph.weight_links_to", self.weight_links_to, 0.0, 10.0),
-            ("graph.weight_tagged", self.weight_tagged, 0.0, 10.0),
-            ("graph.weight_next", self.weight_next, 0.0, 10.0),
-            ("graph.weight_is", self.weight_is, 0.0, 10.0),
-            ("graph.weight_member_of", self.weight_member_of, 0.0, 10.0),
-            ("graph.weight_relates", self.weight_relates, 0.0, 10.0),
-        ]
-    }
 }

@@ -10,8 +10,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::Check;
-use crate::error::SettingsError;
 use crate::fusion::ListRank;
 use crate::model::Channel;
 
@@ -31,13 +29,6 @@ impl Default for MinScoreParams {
         MinScoreParams {
             min_score: DEFAULT_MIN_SCORE,
         }
-    }
-}
-
-impl MinScoreParams {
-    /// Checks each value against its range; `origin` names where the values came from.
-    pub fn validate(&self, origin: &str) -> Result<(), SettingsError> {
-        Check { origin }.range("min_score", self.min_score, 0.0, 1.0)
     }
 }
 
@@ -160,8 +151,9 @@ mod tests {
             filter_min_score(&[0.0, 0.1], DEFAULT_MIN_SCORE).0,
             vec![0, 1]
         );
-        let bad = MinScoreParams { min_score: 1.1 };
-        assert_eq!(bad.validate("t").unwrap_err().key, "refine.min_score");
+        let mut settings = crate::Settings::default();
+        let err = settings.set("refine.min_score=1.1").unwrap_err();
+        assert_eq!(err.key, "refine.min_score");
     }
 
     proptest! {

@@ -9,8 +9,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{hash64, words, Candidate, Check, Ranked};
-use crate::error::SettingsError;
+use super::{hash64, words, Candidate, Ranked};
 
 /// Words per shingle. Pairs keep word order without letting one changed word touch as many
 /// shingles as triples do, which matters on passages of a few dozen words.
@@ -40,20 +39,6 @@ impl Default for DedupParams {
             simhash_shingle: DEFAULT_SIMHASH_SHINGLE,
             simhash_max_distance: DEFAULT_SIMHASH_MAX_DISTANCE,
         }
-    }
-}
-
-impl DedupParams {
-    /// Checks each value against its range; `origin` names where the values came from.
-    pub fn validate(&self, origin: &str) -> Result<(), SettingsError> {
-        let check = Check { origin };
-        check.range("simhash_shingle", self.simhash_shingle as f64, 1.0, 8.0)?;
-        check.range(
-            "simhash_max_distance",
-            self.simhash_max_distance as f64,
-            0.0,
-            32.0,
-        )
     }
 }
 
@@ -287,23 +272,6 @@ mod tests {
             ..DedupParams::default()
         };
         assert_eq!(collapse_near_duplicates(&c, &strict).len(), 2);
-    }
-
-    #[test]
-    fn validate_rejects_out_of_range() {
-        let bad = DedupParams {
-            simhash_shingle: 0,
-            ..DedupParams::default()
-        };
-        assert_eq!(bad.validate("t").unwrap_err().key, "refine.simhash_shingle");
-        let bad = DedupParams {
-            simhash_max_distance: 40,
-            ..DedupParams::default()
-        };
-        assert_eq!(
-            bad.validate("t").unwrap_err().key,
-            "refine.simhash_max_distance"
-        );
     }
 
     /// Brute force: each hit is absorbed by the first kept hit within range, else kept.

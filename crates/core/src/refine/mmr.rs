@@ -9,8 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{finite_or_worst, hash64, top_divisor, words, Candidate, Check, Ranked};
-use crate::error::SettingsError;
+use super::{finite_or_worst, hash64, top_divisor, words, Candidate, Ranked};
 
 /// Weight of relevance against diversity: 1 keeps the incoming order.
 pub const DEFAULT_MMR_LAMBDA: f64 = 0.7;
@@ -28,13 +27,6 @@ impl Default for MmrParams {
         MmrParams {
             mmr_lambda: DEFAULT_MMR_LAMBDA,
         }
-    }
-}
-
-impl MmrParams {
-    /// Checks each value against its range; `origin` names where the values came from.
-    pub fn validate(&self, origin: &str) -> Result<(), SettingsError> {
-        Check { origin }.range("mmr_lambda", self.mmr_lambda, 0.0, 1.0)
     }
 }
 
@@ -274,12 +266,5 @@ mod tests {
         assert_eq!(ids, vec!["a", "b", "a2", "d"]);
         assert_eq!(out[2].explain.mmr, None);
         assert!(mmr(&[], &MmrParams::default(), 10).is_empty());
-    }
-
-    #[test]
-    fn validate_rejects_out_of_range() {
-        let err = MmrParams { mmr_lambda: -0.1 }.validate("t").unwrap_err();
-        assert_eq!(err.key, "refine.mmr_lambda");
-        assert!(MmrParams::default().validate("t").is_ok());
     }
 }

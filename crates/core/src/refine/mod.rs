@@ -24,7 +24,6 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::error::{SettingsError, SettingsErrorKind};
 use crate::model::Envelope;
 
 pub use comparable::{
@@ -228,27 +227,6 @@ pub(crate) fn hash64(bytes: &[u8]) -> u64 {
     h ^ (h >> 31)
 }
 
-/// Range checks that name the key, the value and the allowed range.
-pub(crate) struct Check<'a> {
-    pub origin: &'a str,
-}
-
-impl Check<'_> {
-    pub fn range(&self, field: &str, value: f64, lo: f64, hi: f64) -> Result<(), SettingsError> {
-        if value.is_finite() && (lo..=hi).contains(&value) {
-            return Ok(());
-        }
-        Err(SettingsError {
-            origin: self.origin.to_string(),
-            key: format!("{SECTION}.{field}"),
-            kind: SettingsErrorKind::OutOfRange {
-                value: value.to_string(),
-                range: format!("{lo}–{hi}"),
-            },
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,13 +276,13 @@ mod tests {
 
     #[test]
     fn validation_names_key_and_range() {
-        let err = Check { origin: "--set" }
-            .range("mmr_lambda", 1.5, 0.0, 1.0)
+        let err = crate::Settings::default()
+            .set("refine.mmr_lambda=1.5")
             .unwrap_err();
         assert_eq!(err.key, "refine.mmr_lambda");
         assert_eq!(
             err.to_string(),
-            "--set: `refine.mmr_lambda`: value 1.5 is out of range; allowed: 0–1"
+            "--set refine.mmr_lambda=1.5: `refine.mmr_lambda`: value 1.5 is out of range; allowed: 0–1"
         );
     }
 }

@@ -13,8 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{sort_desc_stable, Candidate, Check, Ranked};
-use crate::error::SettingsError;
+use super::{sort_desc_stable, Candidate, Ranked};
 
 /// λ for 1, 2, 3 and 4 or more content tokens.
 pub const DEFAULT_PERSONAL_LAMBDAS: [f64; 4] = [0.85, 0.50, 0.25, 0.10];
@@ -51,22 +50,6 @@ impl Default for PersonalParams {
             interaction_half_life_days: DEFAULT_INTERACTION_HALF_LIFE_DAYS,
             catalog_only: false,
         }
-    }
-}
-
-impl PersonalParams {
-    /// Checks each value against its range; `origin` names where the values came from.
-    pub fn validate(&self, origin: &str) -> Result<(), SettingsError> {
-        let check = Check { origin };
-        for &l in &self.personal_lambdas {
-            check.range("personal_lambdas", l, 0.0, 1.0)?;
-        }
-        check.range(
-            "interaction_half_life_days",
-            self.interaction_half_life_days,
-            1.0,
-            3_650.0,
-        )
     }
 }
 
@@ -503,25 +486,5 @@ mod tests {
         assert!(!flat.summary.applied);
         let scores: Vec<f64> = flat.ranked.iter().map(|r| r.score).collect();
         assert_eq!(scores, [1.0, 0.9, 0.8, 0.7]);
-    }
-
-    #[test]
-    fn validate_rejects_out_of_range() {
-        let bad = PersonalParams {
-            personal_lambdas: [0.85, 1.5, 0.25, 0.1],
-            ..PersonalParams::default()
-        };
-        assert_eq!(
-            bad.validate("t").unwrap_err().key,
-            "refine.personal_lambdas"
-        );
-        let bad = PersonalParams {
-            interaction_half_life_days: 0.0,
-            ..PersonalParams::default()
-        };
-        assert_eq!(
-            bad.validate("t").unwrap_err().key,
-            "refine.interaction_half_life_days"
-        );
     }
 }

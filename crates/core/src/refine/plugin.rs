@@ -10,8 +10,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{finite_or_worst, Candidate, Check};
-use crate::error::SettingsError;
+use super::{finite_or_worst, Candidate};
 
 /// Core hits that plugin lists cannot displace.
 pub const DEFAULT_FROZEN_HEAD: usize = 10;
@@ -29,13 +28,6 @@ impl Default for PluginMergeParams {
         PluginMergeParams {
             frozen_head: DEFAULT_FROZEN_HEAD,
         }
-    }
-}
-
-impl PluginMergeParams {
-    /// Checks each value against its range; `origin` names where the values came from.
-    pub fn validate(&self, origin: &str) -> Result<(), SettingsError> {
-        Check { origin }.range("frozen_head", self.frozen_head as f64, 0.0, 100.0)
     }
 }
 
@@ -245,11 +237,5 @@ mod tests {
         let ids: Vec<&str> = none.iter().map(|h| h.id.as_str()).collect();
         assert_eq!(ids, ["x", "y"]);
         assert_eq!(none[0].score, 1.0);
-    }
-
-    #[test]
-    fn validate_rejects_out_of_range() {
-        let bad = PluginMergeParams { frozen_head: 101 };
-        assert_eq!(bad.validate("t").unwrap_err().key, "refine.frozen_head");
     }
 }

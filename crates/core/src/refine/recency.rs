@@ -7,8 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{sort_desc_stable, top_divisor, Candidate, Check, Ranked};
-use crate::error::SettingsError;
+use super::{sort_desc_stable, top_divisor, Candidate, Ranked};
 
 /// Weight of the fused score against the recency factor.
 pub const DEFAULT_RECENCY_BLEND: f64 = 0.8;
@@ -33,20 +32,6 @@ impl Default for RecencyParams {
             recency_blend: DEFAULT_RECENCY_BLEND,
             recency_half_life_days: DEFAULT_RECENCY_HALF_LIFE_DAYS,
         }
-    }
-}
-
-impl RecencyParams {
-    /// Checks each value against its range; `origin` names where the values came from.
-    pub fn validate(&self, origin: &str) -> Result<(), SettingsError> {
-        let check = Check { origin };
-        check.range("recency_blend", self.recency_blend, 0.0, 1.0)?;
-        check.range(
-            "recency_half_life_days",
-            self.recency_half_life_days,
-            1.0,
-            36_500.0,
-        )
     }
 }
 
@@ -311,26 +296,6 @@ mod tests {
         ];
         let ids: Vec<&str> = sort_by_date(&c).iter().map(|r| c[r.index].id).collect();
         assert_eq!(ids, vec!["new", "old", "old-too", "undated"]);
-    }
-
-    #[test]
-    fn validate_rejects_out_of_range() {
-        assert!(RecencyParams::default().validate("t").is_ok());
-        let bad = RecencyParams {
-            recency_blend: 1.2,
-            ..RecencyParams::default()
-        };
-        let err = bad.validate("t").unwrap_err();
-        assert_eq!(err.key, "refine.recency_blend");
-        assert!(err.to_string().contains("0–1"), "{err}");
-        let bad = RecencyParams {
-            recency_half_life_days: 0.0,
-            ..RecencyParams::default()
-        };
-        assert_eq!(
-            bad.validate("t").unwrap_err().key,
-            "refine.recency_half_life_days"
-        );
     }
 
     #[test]

@@ -4,10 +4,10 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Check, DedupParams, MinScoreParams, MmrParams, PersonalParams, PluginMergeParams,
-    RecencyParams, RerankMode, DEFAULT_FROZEN_HEAD, DEFAULT_INTERACTION_HALF_LIFE_DAYS,
-    DEFAULT_MIN_SCORE, DEFAULT_MMR_LAMBDA, DEFAULT_PERSONAL_LAMBDAS, DEFAULT_RECENCY_BLEND,
-    DEFAULT_RECENCY_HALF_LIFE_DAYS, DEFAULT_SIMHASH_MAX_DISTANCE, DEFAULT_SIMHASH_SHINGLE,
+    DedupParams, MmrParams, PersonalParams, PluginMergeParams, RecencyParams, RerankMode,
+    DEFAULT_FROZEN_HEAD, DEFAULT_INTERACTION_HALF_LIFE_DAYS, DEFAULT_MIN_SCORE, DEFAULT_MMR_LAMBDA,
+    DEFAULT_PERSONAL_LAMBDAS, DEFAULT_RECENCY_BLEND, DEFAULT_RECENCY_HALF_LIFE_DAYS,
+    DEFAULT_SIMHASH_MAX_DISTANCE, DEFAULT_SIMHASH_SHINGLE,
 };
 use crate::error::{SettingsError, SettingsErrorKind};
 
@@ -157,21 +157,9 @@ impl RefineSettings {
         }
     }
 
-    /// Checks every value against its range, naming the `refine.*` key.
+    /// Checks what the settings table's ranges cannot say (the URLs), naming the `refine.*`
+    /// key.
     pub fn validate(&self, origin: &str) -> Result<(), SettingsError> {
-        self.recency_params().validate(origin)?;
-        self.dedup_params().validate(origin)?;
-        self.plugin_params().validate(origin)?;
-        self.mmr_params().validate(origin)?;
-        self.personal_params().validate(origin)?;
-        MinScoreParams {
-            min_score: self.min_score,
-        }
-        .validate(origin)?;
-        let check = Check { origin };
-        check.range("mmr_depth", self.mmr_depth as f64, 1.0, 500.0)?;
-        check.range("plugin_depth", self.plugin_depth as f64, 1.0, 500.0)?;
-        check.range("timeout_ms", self.timeout_ms as f64, 10.0, 600_000.0)?;
         if self.rerank == RerankBackend::Http && !is_http_url(&self.rerank_url) {
             return Err(invalid(
                 origin,
@@ -257,10 +245,13 @@ mod tests {
 
     #[test]
     fn ranges_name_the_key() {
-        let s = RefineSettings {
-            mmr_depth: 0,
-            ..RefineSettings::default()
+        let settings = crate::Settings {
+            refine: RefineSettings {
+                mmr_depth: 0,
+                ..RefineSettings::default()
+            },
+            ..crate::Settings::default()
         };
-        assert_eq!(s.validate("t").unwrap_err().key, "refine.mmr_depth");
+        assert_eq!(settings.validate("t").unwrap_err().key, "refine.mmr_depth");
     }
 }

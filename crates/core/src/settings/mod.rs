@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{SettingsError, SettingsErrorKind};
 
+mod table;
+
+pub use table::{readme_toml, reference_markdown, spec_of, Spec, When, SETTINGS};
+
 pub const DEFAULT_K1: f32 = 1.2;
 pub const DEFAULT_B: f32 = 0.75;
 pub const DEFAULT_FTS_LIST_SIZE: usize = 100;
@@ -338,11 +342,10 @@ impl Settings {
         Ok(settings)
     }
 
-    /// Every valid dotted key, e.g. `lexical.k1`.
+    /// Every valid dotted key, e.g. `lexical.k1`, as the settings table lists them (what
+    /// unknown keys are matched against for a suggestion).
     pub fn keys() -> Vec<String> {
-        let mut keys = Vec::new();
-        flatten_keys("", &to_table(&Settings::default()), &mut keys);
-        keys
+        SETTINGS.iter().map(|s| s.key.to_string()).collect()
     }
 
     /// Applies one `key=value` override (value in TOML syntax; bare words are strings) and
@@ -397,7 +400,27 @@ impl Settings {
         }
     }
 
-    /// Checks every value against its range.
+    /// Checks every number against its range in the settings table ([`SETTINGS`]).
+    fn check_ranges(&self, check: &Check<'_>) -> Result<(), SettingsError> {
+        let values = to_table(self);
+        for spec in SETTINGS {
+            let Some((lo, hi)) = spec.range else { continue };
+            let (section, leaf) = spec.key.split_once('.').expect("keys are section.leaf");
+            let Some(value) = values.get(section).and_then(|t| t.get(leaf)) else {
+                continue;
+            };
+            let numbers = match value {
+                toml::Value::Array(items) => items.iter().filter_map(number).collect(),
+                other => number(other).into_iter().collect::<Vec<f64>>(),
+            };
+            for x in numbers {
+                check.range(spec.key, x, lo, hi)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every value: ranges from the settings table, then what a range cannot say.
     pub fn validate(&self, origin: &str) -> Result<(), SettingsError> {
         let check = Check { origin };
         let i = &self.index;
@@ -408,44 +431,9 @@ impl Settings {
                 &format!("one of {}", LANGUAGES.join(", ")),
             ));
         }
-        check.range(
-            "index.fragment_max_chars",
-            i.fragment_max_chars as f64,
-            200.0,
-            20_000.0,
-        )?;
-        check.range(
-            "index.summary_max_chars",
-            i.summary_max_chars as f64,
-            40.0,
-            2_000.0,
-        )?;
-        for (key, value, lo, hi) in self.graph.ranges() {
-            check.range(key, value, lo, hi)?;
-        }
+        self.check_ranges(&check)?;
         self.refine.validate(origin)?;
-        let l = &self.lexical;
-        check.range("lexical.k1", l.k1 as f64, 0.0, 3.0)?;
-        check.range("lexical.b", l.b as f64, 0.0, 1.0)?;
-        check.range("lexical.fts_list_size", l.fts_list_size as f64, 10.0, 200.0)?;
-        check.range("lexical.trigram_weight", l.trigram_weight as f64, 0.0, 2.0)?;
-        check.range(
-            "lexical.trigram_expansions",
-            l.trigram_expansions as f64,
-            1.0,
-            64.0,
-        )?;
         let e = &self.embed;
-        check.range("embed.max_tokens", e.max_tokens as f64, 8.0, 512.0)?;
-        check.range("embed.batch_size", e.batch_size as f64, 1.0, 1024.0)?;
-        check.range(
-            "embed.http_timeout_ms",
-            e.http_timeout_ms as f64,
-            100.0,
-            600_000.0,
-        )?;
-        check.range("embed.http_retries", e.http_retries as f64, 0.0, 10.0)?;
-        check.range("embed.dim", e.dim as f64, 1.0, 4_096.0)?;
         if e.backend == EmbedBackend::Http && e.http_url.is_empty() {
             return Err(check.invalid(
                 "embed.http_url",
@@ -453,40 +441,13 @@ impl Settings {
                 "an http(s) URL when embed.backend = \"http\"",
             ));
         }
-        let v = &self.vector;
-        check.range("vector.vec_list_size", v.vec_list_size as f64, 10.0, 500.0)?;
-        check.range(
-            "vector.max_vector_distance",
-            v.max_vector_distance as f64,
-            0.0,
-            2.0,
-        )?;
-        check.range("vector.ef_search", v.ef_search as f64, 10.0, 2_000.0)?;
-        check.range(
-            "vector.query_embed_timeout_ms",
-            v.query_embed_timeout_ms as f64,
-            1.0,
-            600_000.0,
-        )?;
         let f = &self.finder;
-        check.range("finder.rrf_k", f.rrf_k as f64, 10.0, 200.0)?;
-        check.range("finder.alpha", f.alpha, 0.0, 1.0)?;
-        check.range("finder.max_hints", f.max_hints as f64, 0.0, 10.0)?;
-        check.range(
-            "finder.preview_chars",
-            f.preview_chars as f64,
-            40.0,
-            2_000.0,
-        )?;
         if f.rollup_weights.is_empty() || f.rollup_weights.len() > 10 {
             return Err(check.invalid(
                 "finder.rollup_weights",
                 &format!("{:?}", f.rollup_weights),
                 "1 to 10 weights",
             ));
-        }
-        for &w in &f.rollup_weights {
-            check.range("finder.rollup_weights", w, 0.0, 1.0)?;
         }
         let st = &self.storage;
         match st.backend {
@@ -531,6 +492,14 @@ impl Settings {
             ));
         }
         Ok(())
+    }
+}
+
+fn number(value: &toml::Value) -> Option<f64> {
+    match value {
+        toml::Value::Integer(i) => Some(*i as f64),
+        toml::Value::Float(x) => Some(*x),
+        _ => None,
     }
 }
 
