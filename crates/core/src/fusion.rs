@@ -10,6 +10,7 @@ use crate::settings::{Fusion, Settings};
 
 /// A fragment's place in one list and what that place contributed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ListRank {
     pub channel: Channel,
     /// One-based rank in the channel's list.

@@ -16,6 +16,7 @@ pub struct SourceKey(pub u64);
 /// A candidate channel. The set is closed: each variant is produced by one storage component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Channel {
     /// BM25 over stemmed fragment text (and the trigram channel's expansions).
     Lexical,
@@ -68,6 +69,7 @@ pub struct RankedList {
 /// Where a fragment lies in its source file: bytes `[byte_start, byte_end)` and lines
 /// `line_start..=line_end` (one-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Extent {
     pub byte_start: u64,
     pub byte_end: u64,
@@ -77,6 +79,7 @@ pub struct Extent {
 
 /// What a client sees of a source besides its text.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Envelope {
     pub title: String,
     /// Relative path for files, record id for records.

@@ -9,6 +9,7 @@ use crate::refine::{Facets, Refinement};
 
 /// A passage of a hit that tells the client where to read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Hint {
     pub preview: String,
     pub extent: Extent,
@@ -18,6 +19,7 @@ pub struct Hint {
 
 /// How one fragment contributed to its source's score.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ExplainPart {
     /// Fragment ordinal within its source.
     pub fragment: u32,
@@ -41,6 +43,7 @@ fn is_zero(x: &f64) -> bool {
 
 /// Why a hit scored what it scored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Explain {
     /// Sum of the weighted parts, before normalisation.
     pub raw: f64,
@@ -52,11 +55,13 @@ pub struct Explain {
     pub other_fragments: usize,
     /// What each refinement stage did to the hit, in the order they ran.
     #[serde(default, skip_deserializing, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub refinements: Vec<Refinement>,
 }
 
 /// One ranked source.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Hit {
     /// One-based position in the whole ranking (offset included).
     pub rank: usize,
@@ -76,6 +81,7 @@ pub struct Hit {
 /// What happened to a channel during one query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum ChannelStatus {
     #[default]
     Ran,
@@ -84,6 +90,7 @@ pub enum ChannelStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChannelReport {
     pub channel: Channel,
     pub status: ChannelStatus,
@@ -94,6 +101,7 @@ pub struct ChannelReport {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StageTime {
     pub stage: String,
     pub ms: f64,
@@ -101,6 +109,7 @@ pub struct StageTime {
 
 /// What the graph boost did for one query.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BoostDiagnostics {
     pub status: ChannelStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,6 +127,7 @@ pub struct BoostDiagnostics {
 
 /// Per-response account of the pipeline.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Diagnostics {
     pub channels: Vec<ChannelReport>,
     /// Stages in the order they ran.
@@ -138,6 +148,7 @@ pub struct Diagnostics {
 /// Per-response account of the refinement stages.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RefineReport {
     /// Hits the late `extras` filters removed (the page is not refilled).
     pub filtered_out: usize,
@@ -157,6 +168,7 @@ pub struct RefineReport {
 
 /// A refinement stage that could not run, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StageIssue {
     pub stage: String,
     pub reason: String,

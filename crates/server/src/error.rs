@@ -220,11 +220,12 @@ impl ServerError {
 
     /// The `{code, message, details}` body.
     pub fn body(&self) -> Value {
-        json!({
-            "code": self.code(),
-            "message": self.public_message(),
-            "details": self.details(),
-        })
+        let body = crate::wire::ErrorBody {
+            code: self.code().to_string(),
+            message: self.public_message(),
+            details: self.details(),
+        };
+        serde_json::to_value(body).expect("an error body serialises")
     }
 }
 

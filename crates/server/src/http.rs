@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::wire::{Health, SpaceList};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, Method, Uri};
 use axum::middleware::from_fn_with_state;
@@ -12,7 +13,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Serialize;
-use serde_json::json;
 
 use crate::access::Grants;
 use crate::error::{Result, ServerError};
@@ -112,7 +112,7 @@ async fn spaces(State(app): State<AppRef>, Granted(grants): Granted) -> Result<i
     let spaces = tokio::task::spawn_blocking(move || ops::spaces(&app.spaces, &grants))
         .await
         .map_err(ServerError::internal)?;
-    Ok(Json(json!({ "spaces": spaces })))
+    Ok(Json(SpaceList { spaces }))
 }
 
 /// Names the spaces only when they are open to everyone: with tokens, which spaces exist is
@@ -123,11 +123,11 @@ async fn health(State(app): State<AppRef>) -> impl IntoResponse {
     } else {
         app.spaces.names()
     };
-    Json(json!({
-        "status": "ok",
-        "version": env!("CARGO_PKG_VERSION"),
-        "spaces": spaces,
-    }))
+    Json(Health {
+        status: "ok".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        spaces,
+    })
 }
 
 async fn metrics(State(app): State<AppRef>) -> Result<Response> {

@@ -1,13 +1,17 @@
-//! The OpenAPI 3.1 document of the HTTP API (served at `/openapi.json`), written by hand
-//! beside the wire types, and its Markdown rendering (`docs/API.md`).
+//! The OpenAPI 3.1 document of the HTTP API (served at `/openapi.json`) and its Markdown
+//! rendering (`docs/API.md`). The schemas are derived from the wire types with utoipa, so they
+//! cannot drift from the structs; the routes are listed here with what each one does.
 //!
 //! A test checks that every route of the router appears here and that `docs/API.md` is the
-//! rendering of this document, so the two cannot drift apart silently.
+//! rendering of this document.
 
 use serde_json::{json, Map, Value};
 
+use utoipa::OpenApi;
+
 use crate::wire::{
-    DEFAULT_BUDGET_CHARS, DEFAULT_LIMIT, MAX_BUDGET_CHARS, MAX_LIMIT, MAX_OFFSET, MIN_BUDGET_CHARS,
+    ContextRequest, ContextResult, Document, ErrorBody, Health, RecommendRequest, RecommendResult,
+    SearchRequest, SearchResult, SpaceList, StatusResult, StoredDocument, WriteResult,
 };
 use crate::{DEFAULT_MAX_IN_FLIGHT, MAX_QUERY_CHARS};
 
@@ -147,7 +151,7 @@ fn error_response(status: &str) -> Value {
         "503" => "The request ran past its time limit (`timeout`), or too many requests are in flight (`overloaded`, with `Retry-After`)",
         _ => "Error",
     };
-    json!({"description": description, "content": {"application/json": {"schema": schema_ref("Error")}}})
+    json!({"description": description, "content": {"application/json": {"schema": schema_ref("ErrorBody")}}})
 }
 
 fn responses(ok: &str, errors: &[&str]) -> Value {
@@ -162,173 +166,28 @@ fn responses(ok: &str, errors: &[&str]) -> Value {
     Value::Object(out)
 }
 
-fn obj(required: &[&str], properties: Value) -> Value {
-    json!({ "type": "object", "required": required, "properties": properties })
-}
+/// The schemas, derived from the wire types (and the core types they hold) by utoipa.
+#[derive(OpenApi)]
+#[openapi(components(schemas(
+    ErrorBody,
+    SearchRequest,
+    SearchResult,
+    ContextRequest,
+    ContextResult,
+    RecommendRequest,
+    RecommendResult,
+    Document,
+    WriteResult,
+    StoredDocument,
+    StatusResult,
+    SpaceList,
+    Health
+)))]
+struct Schemas;
 
 fn schemas() -> Value {
-    let settings = json!({"type": "object", "additionalProperties": true, "description": "Query-time setting overrides by dotted key, e.g. `{\"lexical.k1\": 0.9, \"lexical.trigram\": \"on\"}`. Each value is checked against its range."});
-    let limit =
-        json!({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT});
-    json!({
-        "Error": obj(&["code", "message", "details"], json!({
-            "code": {"type": "string", "description": "Stable machine-readable code: invalid_request, invalid_setting, index_time_setting, query_too_long, payload_too_large, unauthorized, not_found, method_not_allowed, unknown_space, index_not_built, document_not_found, unknown_target, invalid_document, index_busy, timeout, overloaded, forbidden, internal."},
-            "message": {"type": "string", "description": "What went wrong and what to do, for people."},
-            "details": {"type": "object", "description": "Structured context: for settings `key`, `value`, `range` or `suggestion`; for limits the limit; for spaces the space."},
-        })),
-        "SearchRequest": obj(&["query"], json!({
-            "query": {"type": "string", "maxLength": MAX_QUERY_CHARS},
-            "limit": limit,
-            "offset": {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET, "default": 0},
-            "settings": settings,
-            "vector": {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 4096, "description": "The query's vector, used instead of embedding `query` (required by the `precomputed` embedding backend; must come from the model the index's vectors were built with)."},
-            "filters": {"type": "object", "additionalProperties": {"type": "string"}, "description": "`extras` equality filters: case-insensitive, all must hold. Applied after rerank; the page is not refilled and `diagnostics.refine.filtered_out` counts what they removed."},
-            "prefilter": {"type": "boolean", "default": false, "description": "Apply `filters` inside every channel before ranking, so the page stays full."},
-            "scope": {"type": "array", "items": {"type": "string"}, "maxItems": 10000, "description": "Only these source ids take part; every channel is restricted before ranking."},
-            "user": {"type": "string", "description": "Personalise for this user (profiles from `refine.profiles`)."},
-            "sort": {"type": "string", "enum": ["score", "date"], "default": "score"},
-            "min_score": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop hits whose `relevance` is below this."},
-        })),
-        "SearchResult": obj(&["space", "query", "offset", "limit", "hits", "facets", "diagnostics"], json!({
-            "space": {"type": "string"}, "query": {"type": "string"},
-            "offset": {"type": "integer"}, "limit": {"type": "integer"},
-            "hits": {"type": "array", "items": schema_ref("Hit")},
-            "facets": schema_ref("Facets"),
-            "diagnostics": schema_ref("Diagnostics"),
-        })),
-        "Hit": obj(&["rank", "id", "score", "envelope", "summary", "hints", "explain"], json!({
-            "rank": {"type": "integer", "description": "One-based position in the whole ranking (offset included)."},
-            "id": {"type": "string", "description": "Source id: relative path for files, record id for records."},
-            "score": {"type": "number", "description": "Relative to the best hit of the query (top is 1.0)."},
-            "relevance": {"type": "number", "minimum": 0, "maximum": 1, "description": "Absolute relevance that means the same across queries: the best passage's reciprocal-rank sum over the largest the lists that ran could give."},
-            "envelope": schema_ref("Envelope"),
-            "summary": {"type": "string"},
-            "hints": {"type": "array", "items": schema_ref("Hint")},
-            "explain": schema_ref("Explain"),
-        })),
-        "Envelope": obj(&["title", "path"], json!({
-            "title": {"type": "string"}, "path": {"type": "string"},
-            "date": {"type": "string"},
-            "tags": {"type": "array", "items": {"type": "string"}},
-            "extras": {"type": "object", "additionalProperties": {"type": "string"}},
-        })),
-        "Hint": obj(&["preview", "extent", "score"], json!({
-            "preview": {"type": "string", "description": "A window of the passage around the query terms."},
-            "extent": schema_ref("Extent"),
-            "score": {"type": "number", "description": "The passage's fused score before rollup."},
-        })),
-        "Extent": obj(&["byte_start", "byte_end", "line_start", "line_end"], json!({
-            "byte_start": {"type": "integer"}, "byte_end": {"type": "integer", "description": "Exclusive."},
-            "line_start": {"type": "integer", "description": "One-based."}, "line_end": {"type": "integer", "description": "Inclusive."},
-        })),
-        "Explain": obj(&["raw", "normalized_by", "parts", "other_fragments"], json!({
-            "raw": {"type": "number", "description": "Sum of the weighted parts."},
-            "normalized_by": {"type": "number", "description": "Divisor that made the top hit 1.0."},
-            "parts": {"type": "array", "items": schema_ref("ExplainPart")},
-            "other_fragments": {"type": "integer", "description": "Matching passages beyond the rollup weights."},
-            "refinements": {"type": "array", "items": {"type": "object", "required": ["stage"], "properties": {"stage": {"type": "string", "enum": ["recency", "date_sort", "collapse", "rerank", "plugin_merge", "mmr", "personalization"]}}}, "description": "What each refinement stage did to the hit, in order (recency factor, absorbed duplicates, rerank delta, frozen head, MMR similarity, personalization blend)."},
-        })),
-        "ExplainPart": obj(&["fragment", "weight", "seed", "lists"], json!({
-            "fragment": {"type": "integer", "description": "Passage ordinal within the source."},
-            "weight": {"type": "number", "description": "Rollup weight applied."},
-            "seed": {"type": "number", "description": "Fused (RRF) score of the passage."},
-            "lists": {"type": "array", "items": schema_ref("ListRank")},
-        })),
-        "ListRank": obj(&["channel", "rank", "score", "share"], json!({
-            "channel": {"type": "string", "enum": ["lexical", "trigram", "vector"]},
-            "rank": {"type": "integer", "description": "One-based rank in the channel's list."},
-            "score": {"type": "number", "description": "The channel's own score (BM25, cosine)."},
-            "share": {"type": "number", "description": "1 / (rrf_k + rank)."},
-        })),
-        "Diagnostics": obj(&["channels", "stages", "total_ms", "fused_fragments", "ranked_sources"], json!({
-            "channels": {"type": "array", "items": schema_ref("ChannelReport")},
-            "stages": {"type": "array", "items": obj(&["stage", "ms"], json!({"stage": {"type": "string"}, "ms": {"type": "number"}}))},
-            "total_ms": {"type": "number"},
-            "fused_fragments": {"type": "integer"},
-            "ranked_sources": {"type": "integer"},
-            "refine": {"type": "object", "description": "What the refinement stages removed (`filtered_out`, `prefiltered`, `collapsed`, `below_min_score`), `personalization`, and `degraded` stages with their reasons."},
-        })),
-        "ChannelReport": obj(&["channel", "status", "hits", "ms"], json!({
-            "channel": {"type": "string"},
-            "status": {"type": "string", "enum": ["ran", "skipped", "degraded"]},
-            "reason": {"type": "string"},
-            "hits": {"type": "integer"}, "ms": {"type": "number"},
-        })),
-        "Facets": obj(&["tags", "extras"], json!({
-            "tags": {"type": "object", "additionalProperties": {"type": "integer"}, "description": "Returned hits per tag."},
-            "extras": {"type": "object", "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}}, "description": "Returned hits per value, per extras key."},
-        })),
-        "ContextRequest": obj(&["query"], json!({
-            "query": {"type": "string", "maxLength": MAX_QUERY_CHARS},
-            "budget_chars": {"type": "integer", "minimum": MIN_BUDGET_CHARS, "maximum": MAX_BUDGET_CHARS, "default": DEFAULT_BUDGET_CHARS},
-            "budget_tokens": {"type": "integer", "description": "Instead of budget_chars: about 4 characters per token."},
-            "limit": limit,
-            "settings": settings,
-        })),
-        "ContextResult": obj(&["space", "query", "budget_chars", "used_chars", "pieces", "omitted", "text", "diagnostics"], json!({
-            "space": {"type": "string"}, "query": {"type": "string"},
-            "budget_chars": {"type": "integer"},
-            "used_chars": {"type": "integer", "description": "Characters of `text`; never above the budget."},
-            "pieces": {"type": "array", "items": schema_ref("ContextPiece")},
-            "omitted": {"type": "integer", "description": "Matching passages that did not fit."},
-            "text": {"type": "string", "description": "The pieces rendered for a prompt, each headed `[n] title — id Lx-y`."},
-            "diagnostics": schema_ref("Diagnostics"),
-        })),
-        "ContextPiece": obj(&["n", "source_id", "title", "path", "extent", "score", "source_rank", "text", "truncated"], json!({
-            "n": {"type": "integer", "description": "Citation number in `text`."},
-            "source_id": {"type": "string"}, "title": {"type": "string"}, "path": {"type": "string"},
-            "extent": schema_ref("Extent"),
-            "score": {"type": "number"}, "source_rank": {"type": "integer"},
-            "text": {"type": "string"}, "truncated": {"type": "boolean"},
-        })),
-        "RecommendRequest": obj(&["target"], json!({
-            "target": {"type": "string", "description": "A source id."},
-            "limit": limit,
-            "settings": settings,
-        })),
-        "RecommendResult": obj(&["space", "target", "basis", "query", "hits", "diagnostics"], json!({
-            "space": {"type": "string"}, "target": {"type": "string"},
-            "basis": {"type": "string", "description": "What found the neighbours, joined by `+`: channels that returned hits (`lexical`, `vector`, …) and `graph` when the boost reached anything."},
-            "query": {"type": "string", "description": "The text the target turned into."},
-            "hits": {"type": "array", "items": schema_ref("Hit")},
-            "diagnostics": schema_ref("Diagnostics"),
-        })),
-        "Document": obj(&["text"], json!({
-            "title": {"type": "string", "default": ""},
-            "text": {"type": "string"},
-            "date": {"type": "string"},
-            "tags": {"type": "array", "items": {"type": "string"}},
-            "summary": {"type": "string", "description": "Derived from the text when absent."},
-            "extras": {"type": "object", "additionalProperties": {"type": "string"}},
-        })),
-        "WriteResult": obj(&["space", "id", "result", "sources", "committed_at"], json!({
-            "space": {"type": "string"}, "id": {"type": "string"},
-            "result": {"type": "string", "enum": ["added", "updated", "unchanged", "deleted"]},
-            "sources": {"type": "integer", "description": "Sources in the space after the write."},
-            "committed_at": {"type": "integer", "description": "Unix seconds of the commit holding the write."},
-        })),
-        "StoredDocument": obj(&["space", "id", "document"], json!({
-            "space": {"type": "string"}, "id": {"type": "string"}, "document": schema_ref("Document"),
-        })),
-        "StatusResult": obj(&["space", "built", "building", "api_documents", "index"], json!({
-            "space": {"type": "string"},
-            "built": {"type": "boolean"},
-            "building": {"type": "boolean", "description": "A layer (vectors) is still being built; lexical search answers meanwhile."},
-            "progress": obj(&["done", "total"], json!({"done": {"type": "integer"}, "total": {"type": "integer"}})),
-            "api_documents": {"type": "integer", "description": "Documents written through the API."},
-            "index": {"type": ["object", "null"], "description": "What `finder status --json` shows; null before the first build."},
-        })),
-        "SpaceList": obj(&["spaces"], json!({
-            "spaces": {"type": "array", "items": obj(&["name", "built", "sources"], json!({
-                "name": {"type": "string"}, "built": {"type": "boolean"}, "sources": {"type": "integer"},
-            }))},
-        })),
-        "Health": obj(&["status", "version", "spaces"], json!({
-            "status": {"type": "string", "enum": ["ok"]},
-            "version": {"type": "string"},
-            "spaces": {"type": "array", "items": {"type": "string"}},
-        })),
-    })
+    let components = Schemas::openapi().components.unwrap_or_default();
+    serde_json::to_value(components.schemas).expect("schemas serialise")
 }
 
 /// Renders the document as Markdown (`docs/API.md`).
@@ -444,12 +303,21 @@ fn properties_table(schema: &Value, out: &mut String) {
         out.push_str(&format!(
             "| `{field}` | {} | {req} | {} |\n",
             type_name(prop),
-            description.replace('|', "\\|")
+            description.replace('|', "\\|").replace('\n', " ")
         ));
     }
 }
 
 fn type_name(schema: &Value) -> String {
+    // An optional reference: `oneOf` of `null` and the reference.
+    if let Some(options) = schema["oneOf"].as_array() {
+        let names: Vec<String> = options
+            .iter()
+            .filter(|o| o["type"] != "null")
+            .map(type_name)
+            .collect();
+        return names.join(" or ");
+    }
     if let Some(r) = schema["$ref"].as_str() {
         let name = r.rsplit('/').next().unwrap_or(r);
         return format!("[{name}](#{})", name.to_lowercase());
@@ -475,5 +343,49 @@ fn text(v: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{
+        DEFAULT_BUDGET_CHARS, DEFAULT_LIMIT, MAX_BUDGET_CHARS, MAX_LIMIT, MAX_OFFSET,
+        MIN_BUDGET_CHARS,
+    };
+    use crate::MAX_QUERY_CHARS;
+
+    /// The bounds written on the wire types' fields are the ones the server enforces.
+    #[test]
+    fn schema_bounds_are_the_enforced_limits() {
+        let doc = document();
+        let schemas = &doc["components"]["schemas"];
+        let search = &schemas["SearchRequest"]["properties"];
+        assert_eq!(search["query"]["maxLength"], MAX_QUERY_CHARS);
+        assert_eq!(search["limit"]["maximum"], MAX_LIMIT);
+        assert_eq!(search["limit"]["default"], DEFAULT_LIMIT);
+        assert_eq!(search["offset"]["maximum"], MAX_OFFSET);
+        let context = &schemas["ContextRequest"]["properties"];
+        assert_eq!(context["query"]["maxLength"], MAX_QUERY_CHARS);
+        assert_eq!(context["limit"]["maximum"], MAX_LIMIT);
+        let budget = &context["budget_chars"];
+        assert_eq!(budget["minimum"], MIN_BUDGET_CHARS);
+        assert_eq!(budget["maximum"], MAX_BUDGET_CHARS);
+        assert_eq!(budget["default"], DEFAULT_BUDGET_CHARS);
+        assert_eq!(
+            schemas["RecommendRequest"]["properties"]["limit"]["maximum"],
+            MAX_LIMIT
+        );
+    }
+
+    /// Every type a schema refers to is in the document.
+    #[test]
+    fn every_reference_resolves() {
+        let doc = document();
+        let text = doc.to_string();
+        for piece in text.split("#/components/schemas/").skip(1) {
+            let name: String = piece.chars().take_while(|c| *c != '"').collect();
+            assert!(doc["components"]["schemas"][&name].is_object(), "{name}");
+        }
     }
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use finder_core::{Diagnostics, Extent, Hit};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
 /// Most hits one request may ask for.
 pub const MAX_LIMIT: usize = 100;
@@ -24,42 +25,52 @@ fn default_limit() -> usize {
 /// Query-time setting overrides: dotted key to value, e.g. `{"lexical.k1": 0.9}`.
 pub type Overrides = BTreeMap<String, Value>;
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
+    #[schema(max_length = 2000)]
     pub query: String,
     #[serde(default = "default_limit")]
+    #[schema(minimum = 1, maximum = 100, default = 10)]
     pub limit: usize,
     #[serde(default)]
+    #[schema(maximum = 10000, default = 0)]
     pub offset: usize,
+    /// Query-time setting overrides by dotted key, e.g. `{"lexical.k1": 0.9}`; each value is
+    /// checked against its range.
     #[serde(default)]
+    #[schema(value_type = Object)]
     pub settings: Overrides,
-    /// The query's vector, instead of embedding `query` (needed with the `precomputed`
-    /// embedding backend).
+    /// The query's vector, used instead of embedding `query` (required by the `precomputed`
+    /// embedding backend; it must come from the model the index's vectors were built with).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_items = 1, max_items = 4096)]
     pub vector: Option<Vec<f32>>,
-    /// `extras` equality filters (case-insensitive, all must hold), applied after rerank
-    /// without refilling the page, or inside every channel with `prefilter`.
+    /// `extras` equality filters: case-insensitive, all must hold. Applied after rerank; the
+    /// page is not refilled and `diagnostics.refine.filtered_out` counts what they removed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub filters: BTreeMap<String, String>,
+    /// Apply `filters` inside every channel before ranking, so the page stays full.
     #[serde(default)]
     pub prefilter: bool,
-    /// Only these source ids take part.
+    /// Only these source ids take part; every channel is restricted before ranking.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_items = 10000)]
     pub scope: Option<Vec<String>>,
-    /// Personalise for this user.
+    /// Personalise for this user (profiles from `refine.profiles`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
-    /// `score` (default) or `date`.
+    /// `score` (default) or `date` (newest first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sort: Option<String>,
-    /// Drop hits whose comparable `relevance` is below this (0–1).
+    /// Drop hits whose comparable `relevance` is below this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 1)]
     pub min_score: Option<f64>,
 }
 
 /// Counts over the returned hits.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Facets {
     /// Hits per tag.
     pub tags: BTreeMap<String, usize>,
@@ -87,7 +98,7 @@ impl Facets {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SearchResult {
     pub space: String,
     pub query: String,
@@ -98,25 +109,30 @@ pub struct SearchResult {
     pub diagnostics: Diagnostics,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContextRequest {
+    #[schema(max_length = 2000)]
     pub query: String,
-    /// Most characters of evidence (default 6000).
+    /// Most characters of evidence.
     #[serde(default)]
+    #[schema(minimum = 200, maximum = 200000, default = 6000)]
     pub budget_chars: Option<usize>,
     /// Alternatively, a budget in tokens (about 4 characters each).
     #[serde(default)]
     pub budget_tokens: Option<usize>,
-    /// Sources to draw evidence from (default 10).
+    /// Sources to draw evidence from.
     #[serde(default = "default_limit")]
+    #[schema(minimum = 1, maximum = 100, default = 10)]
     pub limit: usize,
+    /// Query-time setting overrides by dotted key.
     #[serde(default)]
+    #[schema(value_type = Object)]
     pub settings: Overrides,
 }
 
 /// One cited passage of context.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ContextPiece {
     /// One-based citation number, as it appears in `text`.
     pub n: usize,
@@ -133,7 +149,7 @@ pub struct ContextPiece {
     pub truncated: bool,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ContextResult {
     pub space: String,
     pub query: String,
@@ -148,18 +164,21 @@ pub struct ContextResult {
     pub diagnostics: Diagnostics,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecommendRequest {
     /// The source id to find neighbours of.
     pub target: String,
     #[serde(default = "default_limit")]
+    #[schema(minimum = 1, maximum = 100, default = 10)]
     pub limit: usize,
+    /// Query-time setting overrides by dotted key.
     #[serde(default)]
+    #[schema(value_type = Object)]
     pub settings: Overrides,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RecommendResult {
     pub space: String,
     pub target: String,
@@ -172,7 +191,7 @@ pub struct RecommendResult {
 }
 
 /// A document written through the API (the JSON Lines record shape, without `id`).
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Document {
     #[serde(default)]
@@ -188,7 +207,7 @@ pub struct Document {
     pub extras: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WriteResult {
     pub space: String,
     pub id: String,
@@ -200,14 +219,14 @@ pub struct WriteResult {
     pub committed_at: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct StoredDocument {
     pub space: String,
     pub id: String,
     pub document: Document,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct StatusResult {
     pub space: String,
     pub built: bool,
@@ -219,18 +238,51 @@ pub struct StatusResult {
     /// Documents written through the API.
     pub api_documents: usize,
     /// What `finder status --json` shows; `null` before the first build.
+    #[schema(value_type = Option<Object>)]
     pub index: Value,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Progress {
     pub done: u64,
     pub total: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SpaceSummary {
     pub name: String,
     pub built: bool,
     pub sources: u64,
+}
+
+/// An error: a stable code, a message for people and structured details.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    /// Stable machine-readable code: invalid_request, invalid_setting, index_time_setting,
+    /// query_too_long, payload_too_large, unauthorized, not_found, method_not_allowed,
+    /// unknown_space, index_not_built, document_not_found, unknown_target, invalid_document,
+    /// index_busy, timeout, overloaded, forbidden, internal.
+    pub code: String,
+    /// What went wrong and what to do, for people.
+    pub message: String,
+    /// Structured context: for settings `key`, `value`, `range` or `suggestion`; for limits
+    /// the limit; for spaces the space.
+    #[schema(value_type = Object)]
+    pub details: Value,
+}
+
+/// The spaces a token may use.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SpaceList {
+    pub spaces: Vec<SpaceSummary>,
+}
+
+/// Liveness.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    /// Always `ok`.
+    pub status: String,
+    pub version: String,
+    /// The spaces, when they are open to every request (empty when the server has tokens).
+    pub spaces: Vec<String>,
 }
