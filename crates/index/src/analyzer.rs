@@ -12,8 +12,9 @@ use tantivy::tokenizer::{
 
 /// Name under which the word analyzer is registered.
 pub(crate) const WORDS: &str = "finder_words";
-/// Name under which the whole-word analyzer is registered.
-pub(crate) const RAW: &str = "finder_raw";
+/// Name under which the whole-word analyzer is registered (`finder_raw`: a name indexes
+/// store, kept as it was).
+pub(crate) const WHOLE_WORDS: &str = "finder_raw";
 
 fn language(name: &str) -> Option<Language> {
     Some(match name {
@@ -310,7 +311,7 @@ impl<S: TokenStream> TokenStream for MemoStemmerStream<'_, S> {
 /// Whitespace-separated words, their leading and trailing punctuation trimmed, lowercased,
 /// unstemmed: `(AUTH-041),` gives `auth-041`. The terms the trigram list expands partial
 /// words and identifiers into.
-pub(crate) fn raw_analyzer() -> TextAnalyzer {
+pub(crate) fn whole_word_analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(RawWords)
         .filter(RemoveLongFilter::limit(64))
         .filter(LowerCaser)
@@ -604,7 +605,7 @@ mod tests {
 
     #[test]
     fn whole_words_keep_inner_punctuation() {
-        let mut a = raw_analyzer();
+        let mut a = whole_word_analyzer();
         assert_eq!(
             terms(&mut a, "(AUTH-041), see config.toml: a  Zürich --"),
             vec!["auth-041", "see", "config.toml", "a", "zürich"]

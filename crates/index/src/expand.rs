@@ -16,7 +16,7 @@ use finder_core::{ChannelOutcome, FastMap, LexicalSettings, TrigramMode};
 use tantivy::schema::Field;
 use tantivy::Searcher;
 
-use crate::analyzer::{looks_like_identifier, raw_analyzer, terms};
+use crate::analyzer::{looks_like_identifier, terms, whole_word_analyzer};
 use crate::postings::PostingsFile;
 
 /// Query words shorter than this (in bytes) expand only into themselves.
@@ -35,7 +35,7 @@ pub fn expansion_words(query: &str, mode: TrigramMode) -> Vec<(String, u32)> {
     }
     let mut out: Vec<(String, u32)> = Vec::new();
     let mut at: FastMap<String, usize> = FastMap::default();
-    for word in terms(&mut raw_analyzer(), query) {
+    for word in terms(&mut whole_word_analyzer(), query) {
         if mode == TrigramMode::Auto && !looks_like_identifier(&word) {
             continue;
         }

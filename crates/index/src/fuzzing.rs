@@ -287,7 +287,7 @@ fn analyzers(text: &str) {
             assert!(!term.is_empty() && term.len() <= 64 * 4, "term {term:?}");
         }
     }
-    let mut raw = crate::analyzer::raw_analyzer();
+    let mut raw = crate::analyzer::whole_word_analyzer();
     for term in crate::analyzer::terms(&mut raw, text) {
         assert!(
             !term.is_empty() && term.len() <= 64 * 4 && !term.contains(char::is_whitespace),

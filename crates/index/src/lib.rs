@@ -144,8 +144,8 @@ pub mod testing {
     }
 
     /// The whole-word analyzer, as the index uses it.
-    pub fn raw_analyzer() -> tantivy::tokenizer::TextAnalyzer {
-        crate::analyzer::raw_analyzer()
+    pub fn whole_word_analyzer() -> tantivy::tokenizer::TextAnalyzer {
+        crate::analyzer::whole_word_analyzer()
     }
 
     /// The plugin that writes Finder's postings, as a run of the current analysis registers

@@ -5,7 +5,7 @@
 use tantivy::schema::{Field, Schema, TextOptions, FAST, INDEXED, STORED, STRING};
 use tantivy::Index;
 
-use crate::analyzer::{raw_analyzer, word_analyzer, RAW, WORDS};
+use crate::analyzer::{whole_word_analyzer, word_analyzer, WHOLE_WORDS, WORDS};
 
 /// Field handles, resolved once per index.
 #[derive(Clone, Copy, Debug)]
@@ -18,9 +18,10 @@ pub(crate) struct Fields {
     /// Title, heading and fragment text through the word analyzer (BM25 field): indexed by
     /// Finder's postings ([`crate::postings`]); by tantivy in indexes made before them.
     pub text: Field,
-    /// The same through the whole-word analyzer (`index.trigrams`), indexed the same way;
-    /// absent in indexes made when the trigram channel was a list of character trigrams.
-    pub raw: Option<Field>,
+    /// The whole words: the same text through the whole-word analyzer, which partial words
+    /// and identifiers expand into (`index.trigrams`, the `trigram` channel). Stored under the
+    /// name `raw`; absent in indexes made before whole words were indexed.
+    pub whole_words: Option<Field>,
     /// Fragment text exactly as in the source (stored only).
     pub body: Field,
     /// JSON: extent and heading; on ordinal 0 also the source record.
@@ -45,7 +46,7 @@ pub(crate) fn build_schema() -> (Schema, Fields) {
         fragment_key: b.add_u64_field("fragment_key", FAST | STORED),
         ordinal: b.add_u64_field("ordinal", INDEXED | FAST | STORED),
         text: b.add_text_field("text", TextOptions::default()),
-        raw: Some(b.add_text_field("raw", TextOptions::default())),
+        whole_words: Some(b.add_text_field("raw", TextOptions::default())),
         body: b.add_text_field("body", STORED),
         meta: b.add_text_field("meta", STORED),
         vector: Some(b.add_bytes_field("vector", STORED)),
@@ -62,7 +63,7 @@ pub(crate) fn resolve(schema: &Schema) -> Option<Fields> {
         fragment_key: f("fragment_key")?,
         ordinal: f("ordinal")?,
         text: f("text")?,
-        raw: f("raw"),
+        whole_words: f("raw"),
         body: f("body")?,
         meta: f("meta")?,
         vector: f("vector"),
@@ -76,5 +77,7 @@ pub(crate) fn register_analyzers(index: &Index, language: &str, analysis: u32) {
     index
         .tokenizers()
         .register(WORDS, word_analyzer(language, analysis));
-    index.tokenizers().register(RAW, raw_analyzer());
+    index
+        .tokenizers()
+        .register(WHOLE_WORDS, whole_word_analyzer());
 }

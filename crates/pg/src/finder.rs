@@ -26,7 +26,7 @@ use crate::graph;
 
 /// Why a query node has no graph: none was stored.
 const NO_GRAPH: &str = "no graph stored; run `finder index` with graph.build = true";
-use crate::schema::{self, to_db, RunRecord, RAW, WORDS};
+use crate::schema::{self, to_db, RunRecord, WHOLE_WORDS, WORDS};
 use crate::search::{self, Found, Meta, Stats};
 use crate::terms::{count, Analyzers};
 
@@ -347,7 +347,7 @@ impl PgQuery<'_> {
         }
         let (mut fields, mut live, mut weights, mut avgs) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for field in [WORDS, RAW] {
+        for field in [WORDS, WHOLE_WORDS] {
             let of_field: Vec<&(i16, String, f32)> =
                 terms.iter().filter(|(f, _, _)| *f == field).collect();
             if of_field.is_empty() {
@@ -394,7 +394,7 @@ impl PgQuery<'_> {
         let mut at: HashMap<String, usize> = HashMap::new();
         for (word, n) in &words {
             let found: Vec<String> = self
-                .fan_out(|i, c| search::holding(c, i, RAW, word, cap))?
+                .fan_out(|i, c| search::holding(c, i, WHOLE_WORDS, word, cap))?
                 .into_iter()
                 .flatten()
                 .collect();
@@ -406,7 +406,7 @@ impl PgQuery<'_> {
                     Some(&i) => out[i].2 += w,
                     None => {
                         at.insert(term.clone(), out.len());
-                        out.push((RAW, term, w));
+                        out.push((WHOLE_WORDS, term, w));
                     }
                 }
             }

@@ -19,7 +19,7 @@ pub(crate) const FORMAT: i32 = 2;
 pub(crate) const WORDS: i16 = 0;
 /// … and of the whole-word field (the trigram channel's expansions; format 1 held character
 /// trigrams here).
-pub(crate) const RAW: i16 = 1;
+pub(crate) const WHOLE_WORDS: i16 = 1;
 
 const DDL: &str = "
 CREATE EXTENSION IF NOT EXISTS vector;

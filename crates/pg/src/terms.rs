@@ -15,7 +15,7 @@ use tantivy::tokenizer::TextAnalyzer;
 #[derive(Clone)]
 pub(crate) struct Analyzers {
     pub words: TextAnalyzer,
-    pub raw: TextAnalyzer,
+    pub whole_words: TextAnalyzer,
 }
 
 impl Analyzers {
@@ -23,7 +23,7 @@ impl Analyzers {
     pub fn new(language: &str, analysis: u32) -> Analyzers {
         Analyzers {
             words: finder_index::testing::word_analyzer_at(language, analysis),
-            raw: finder_index::testing::raw_analyzer(),
+            whole_words: finder_index::testing::whole_word_analyzer(),
         }
     }
 }

@@ -18,7 +18,7 @@ use postgres::Transaction;
 use crate::cluster::{connect, shard_of, PgConfig};
 use crate::error::{db, PgError, Result};
 use crate::graph;
-use crate::schema::{self, to_db, RunRecord, RAW, WORDS};
+use crate::schema::{self, to_db, RunRecord, WHOLE_WORDS, WORDS};
 use crate::terms::{field_terms, stored_fragments, Analyzers};
 
 /// What a run did.
@@ -461,7 +461,7 @@ fn write_batch(
             let raw = settings
                 .index
                 .trigrams
-                .then(|| field_terms(&mut analyzers.raw, &indexed));
+                .then(|| field_terms(&mut analyzers.whole_words, &indexed));
             let raw_len = raw.as_ref().map_or(0, |t| t.len);
             r.words_total += i64::from(words.len);
             r.raw_words_total += i64::from(raw_len);
@@ -478,7 +478,7 @@ fn write_batch(
             r.words.push(words.len as i32);
             r.raw_words.push(raw_len as i32);
             r.embeddings.push(embedding);
-            for (field, t) in [(WORDS, Some(words)), (RAW, raw)] {
+            for (field, t) in [(WORDS, Some(words)), (WHOLE_WORDS, raw)] {
                 let Some(t) = t else { continue };
                 for (term, tf) in t.counts {
                     r.p_fields.push(field);

@@ -282,7 +282,10 @@ impl<'a> QueryRun<'a> {
     /// the channel does not run (the reason is what [`Self::trigram_status`] reports).
     fn expansions(&self, query: &str, settings: &Settings) -> Result<Vec<(Term, f32)>> {
         let words = crate::expand::expansion_words(query, settings.lexical.trigram);
-        let field = match (self.fields().raw, self.finder.info.settings.trigrams) {
+        let field = match (
+            self.fields().whole_words,
+            self.finder.info.settings.trigrams,
+        ) {
             (Some(field), true) if !words.is_empty() => field,
             _ => return Ok(Vec::new()),
         };
@@ -311,7 +314,7 @@ impl<'a> QueryRun<'a> {
     fn trigram_status(&self, query: &str, settings: &Settings) -> ChannelOutcome {
         let unavailable = if !self.finder.info.settings.trigrams {
             Some(crate::expand::NOT_INDEXED)
-        } else if self.fields().raw.is_none() {
+        } else if self.fields().whole_words.is_none() {
             Some(
                 "the index was made before whole words were indexed; re-create it to expand \
                  partial words and identifiers",

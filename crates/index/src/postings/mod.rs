@@ -38,7 +38,7 @@ use std::sync::Arc;
 use tantivy::schema::{Field, Schema};
 use tantivy::{PluginMergeContext, PluginWriter, PluginWriterContext, SegmentPlugin, TantivyError};
 
-use crate::analyzer::{raw_analyzer, word_analyzer_unremembering};
+use crate::analyzer::{whole_word_analyzer, word_analyzer_unremembering};
 use crate::files::POSTINGS_EXTENSION;
 
 mod format;
@@ -51,9 +51,10 @@ mod write;
 pub(crate) use read::*;
 use write::*;
 
-/// The schema's names of the two fields this plugin indexes.
+/// The schema's names of the two fields this plugin indexes: the stemmed words and the whole
+/// words (stored as `raw`, a name indexes hold).
 const TEXT: &str = "text";
-const RAW: &str = "raw";
+const WHOLE_WORDS: &str = "raw";
 
 /// The plugin: writes the `text` and `raw` fields' postings of every segment tantivy writes or
 /// merges, with the word analysis of `language` at version `analysis`.
@@ -84,7 +85,7 @@ pub(crate) fn made_with(index: &tantivy::Index) -> tantivy::Result<bool> {
 /// The two fields a schema holds for the plugin, each with its name (the whole-word field
 /// is absent from the oldest schemas).
 fn fields_of(schema: &Schema) -> Vec<(&'static str, Field)> {
-    [TEXT, RAW]
+    [TEXT, WHOLE_WORDS]
         .into_iter()
         .filter_map(|name| Some((name, schema.get_field(name).ok()?)))
         .collect()
@@ -110,7 +111,7 @@ impl SegmentPlugin for PostingsPlugin {
                 let analyzer = if words {
                     word_analyzer_unremembering(&self.language, self.analysis)
                 } else {
-                    raw_analyzer()
+                    whole_word_analyzer()
                 };
                 FieldWriter::new(field, analyzer, words)
             })

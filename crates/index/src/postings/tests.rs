@@ -3,7 +3,7 @@
 
 use super::format::encode_postings;
 use super::*;
-use crate::analyzer::{ANALYSIS, RAW as RAW_WORDS, WORDS};
+use crate::analyzer::{ANALYSIS, WHOLE_WORDS as WHOLE_WORDS_ANALYZER, WORDS};
 use proptest::prelude::*;
 use tantivy::directory::OwnedBytes;
 use tantivy::postings::Postings as _;
@@ -167,7 +167,7 @@ fn write(texts: &[String], own: bool, merge: bool) -> Index {
         }
     };
     let text = b.add_text_field(TEXT, options(WORDS));
-    let raw = b.add_text_field(RAW, options(RAW_WORDS));
+    let raw = b.add_text_field(WHOLE_WORDS, options(WHOLE_WORDS_ANALYZER));
     let mut builder = Index::builder().schema(b.build());
     if own {
         builder = builder.register_plugin(PostingsPlugin::new("english", ANALYSIS));
@@ -221,7 +221,7 @@ proptest! {
         prop_assert_eq!(a.segment_readers().len(), b.segment_readers().len());
         for (sa, sb) in a.segment_readers().iter().zip(b.segment_readers()) {
             prop_assert_eq!(sa.max_doc(), sb.max_doc());
-            for name in [TEXT, RAW] {
+            for name in [TEXT, WHOLE_WORDS] {
                 let field = theirs.schema().get_field(name).unwrap();
                 prop_assert_eq!(tantivys(sa, field), ours(sb, field), "field {}", name);
             }

@@ -176,7 +176,7 @@ fn add_source(
             fields.body => fragment.text.as_str(),
             fields.meta => serde_json::to_string(&meta).expect("record serialises"),
         );
-        if let (Some(field), true) = (fields.raw, settings.index.trigrams) {
+        if let (Some(field), true) = (fields.whole_words, settings.index.trigrams) {
             doc.add_text(field, &indexed);
         }
         if let (Some(field), true) = (fields.entity, source.entity) {
