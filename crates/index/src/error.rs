@@ -39,6 +39,13 @@ pub enum IndexError {
     /// The embedding backend failed while building vectors.
     #[error("building vectors: {reason}")]
     Embedding { reason: String },
+    /// The index was written in an earlier layout, which this version no longer reads.
+    #[error("the index at {path} was written by an earlier Finder (index format {found}; this one reads {expected}): run `finder index` on the same inputs to rebuild it")]
+    Outdated {
+        path: PathBuf,
+        found: u32,
+        expected: u32,
+    },
     /// The index holds data this version cannot read.
     #[error("index at {path} is corrupt or from another version: {reason}")]
     Corrupt { path: PathBuf, reason: String },

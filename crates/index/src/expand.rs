@@ -130,16 +130,9 @@ impl TermGrams {
         let mut words = TermGrams::default();
         let segments = searcher.segment_readers();
         for (segment, file) in segments.iter().zip(files) {
-            if let Some(file) = file {
-                for term in file.field(field).iter().flat_map(|f| f.terms()) {
-                    words.push(term);
-                }
-                continue;
-            }
-            let inverted = segment.inverted_index(field)?;
-            let mut stream = inverted.terms().stream()?;
-            while stream.advance() {
-                words.push(stream.key());
+            let file = crate::lexical::postings_of(segment, file)?;
+            for term in file.field(field).iter().flat_map(|f| f.terms()) {
+                words.push(term);
             }
         }
         if segments.len() > 1 {

@@ -7,13 +7,11 @@
 //! ranks as tantivy does (tested) and otherwise follows the settings.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use finder_core::{bm25_idf, bm25_length_norm, bm25_tf_score, Bm25Params};
 use tantivy::fieldnorm::FieldNormReader;
-use tantivy::postings::TermInfo;
-use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::{DocAddress, DocId, InvertedIndexReader, Searcher, Term};
+use tantivy::schema::Field;
+use tantivy::{DocAddress, DocId, Searcher, SegmentReader, Term};
 
 use crate::postings::{FieldPostings, PostingsFile, TermEntry};
 
@@ -60,10 +58,9 @@ pub fn field_stats(
     let mut tokens = 0u64;
     for (segment, words) in searcher.segment_readers().iter().zip(words) {
         num_docs += u64::from(segment.max_doc());
-        tokens += match words {
-            Some(words) => words.field(field).map_or(0, |f| f.total_tokens()),
-            None => segment.inverted_index(field)?.total_num_tokens(),
-        };
+        tokens += postings_of(segment, words)?
+            .field(field)
+            .map_or(0, |f| f.total_tokens());
     }
     let avg_len = if num_docs == 0 {
         1.0
@@ -126,34 +123,20 @@ pub fn top_k(
     top_k_terms(searcher, &segment_postings(searcher)?, &weighted, params, k)
 }
 
-/// One field of one segment: Finder's postings, or tantivy's.
-enum Postings<'a> {
-    Own(FieldPostings<'a>),
-    Tantivy(Arc<InvertedIndexReader>),
-}
-
-/// A term found in a [`Postings`].
-enum Found {
-    Own(TermEntry),
-    Tantivy(TermInfo),
-}
-
-impl Found {
-    fn doc_freq(&self) -> u32 {
-        match self {
-            Found::Own(entry) => entry.doc_freq,
-            Found::Tantivy(info) => info.doc_freq,
-        }
-    }
-}
-
-impl Postings<'_> {
-    fn find(&self, term: &Term) -> tantivy::Result<Option<Found>> {
-        Ok(match self {
-            Postings::Own(words) => words.find(term.serialized_value_bytes()).map(Found::Own),
-            Postings::Tantivy(inverted) => inverted.get_term_info(term)?.map(Found::Tantivy),
-        })
-    }
+/// The postings file of a segment, which every segment of an index of the current format has
+/// (the engine reloads a snapshot whose files a merge removed before it was opened).
+pub(crate) fn postings_of<'a>(
+    segment: &SegmentReader,
+    file: &'a Option<PostingsFile>,
+) -> tantivy::Result<&'a PostingsFile> {
+    file.as_ref().ok_or_else(|| {
+        tantivy::TantivyError::DataCorruption(tantivy::error::DataCorruption::comment_only(
+            format!(
+                "segment {} has no postings file; index the files again to rebuild it",
+                segment.segment_id().uuid_string()
+            ),
+        ))
+    })
 }
 
 /// Adds `weight`-weighted BM25 of one term's block of documents to their scores, listing each
@@ -227,23 +210,18 @@ pub fn top_k_terms(
     // they open the postings.
     let mut entries = Vec::with_capacity(searcher.segment_readers().len());
     for (segment, words) in searcher.segment_readers().iter().zip(words) {
-        let postings = fields
-            .iter()
-            .map(|&f| match words {
-                Some(words) => Ok(words.field(f).map(Postings::Own)),
-                None => segment
-                    .inverted_index(f)
-                    .map(|i| Some(Postings::Tantivy(i))),
-            })
-            .collect::<tantivy::Result<Vec<_>>>()?;
-        let infos: Vec<Option<Found>> = terms
+        let file = postings_of(segment, words)?;
+        let postings: Vec<Option<FieldPostings<'_>>> =
+            fields.iter().map(|&f| file.field(f)).collect();
+        let infos: Vec<Option<TermEntry>> = terms
             .iter()
             .zip(&field_of)
-            .map(|((term, _), &f)| match &postings[f] {
-                Some(p) => p.find(term),
-                None => Ok(None),
+            .map(|((term, _), &f)| {
+                postings[f]
+                    .as_ref()
+                    .and_then(|p| p.find(term.serialized_value_bytes()))
             })
-            .collect::<tantivy::Result<_>>()?;
+            .collect();
         entries.push((postings, infos));
     }
     let idf: Vec<f32> = (0..terms.len())
@@ -251,7 +229,7 @@ pub fn top_k_terms(
             let doc_freq = entries
                 .iter()
                 .filter_map(|(_, infos)| infos[t].as_ref())
-                .map(|info| u64::from(info.doc_freq()))
+                .map(|info| u64::from(info.doc_freq))
                 .sum();
             bm25_idf(num_docs[field_of[t]], doc_freq)
         })
@@ -278,63 +256,28 @@ pub fn top_k_terms(
             }
             touched.clear();
             *clean = false;
-            let scored = (|| -> tantivy::Result<()> {
-                let terms = terms.iter().zip(&idf).zip(infos).zip(&field_of);
-                for ((((_, qtf), weight), info), &f) in terms {
-                    let Some(info) = info else {
-                        continue;
-                    };
-                    let by_length = &by_length[f];
-                    let weight = weight * *qtf;
-                    match (info, &postings[f]) {
-                        (Found::Own(entry), Some(Postings::Own(words))) => {
-                            let mut blocks = words.postings(*entry);
-                            while !blocks.docs().is_empty() {
-                                let norm_id = |doc| words.norm_id(doc);
-                                let (docs, tfs) = (blocks.docs(), blocks.freqs());
-                                accumulate(
-                                    docs, tfs, norm_id, by_length, params, weight, acc, touched,
-                                );
-                                blocks.advance();
-                            }
-                        }
-                        (Found::Tantivy(info), Some(Postings::Tantivy(inverted))) => {
-                            let norms = segment.get_fieldnorms_reader(fields[f])?;
-                            // Whole blocks of 128 decoded documents and frequencies at a time.
-                            let mut block = inverted.read_block_postings_from_terminfo(
-                                info,
-                                IndexRecordOption::WithFreqs,
-                            )?;
-                            loop {
-                                let docs = block.docs();
-                                if docs.is_empty() {
-                                    break;
-                                }
-                                let norm_id = |doc| norms.fieldnorm_id(doc);
-                                accumulate(
-                                    docs,
-                                    block.freqs(),
-                                    norm_id,
-                                    by_length,
-                                    params,
-                                    weight,
-                                    acc,
-                                    touched,
-                                );
-                                block.advance();
-                            }
-                        }
-                        _ => unreachable!("a term is found in the postings it is looked up in"),
-                    }
+            let terms = terms.iter().zip(&idf).zip(infos).zip(&field_of);
+            for ((((_, qtf), weight), info), &f) in terms {
+                let Some(info) = info else {
+                    continue;
+                };
+                let by_length = &by_length[f];
+                let weight = weight * *qtf;
+                let words = postings[f].as_ref().expect("found in these postings");
+                let mut blocks = words.postings(*info);
+                while !blocks.docs().is_empty() {
+                    let norm_id = |doc| words.norm_id(doc);
+                    let (docs, tfs) = (blocks.docs(), blocks.freqs());
+                    accumulate(docs, tfs, norm_id, by_length, params, weight, acc, touched);
+                    blocks.advance();
                 }
-                Ok(())
-            })();
-            // Every touched score is read and zeroed, on an error too: the accumulator is
-            // all zeros for the next segment or query without clearing the whole of it.
+            }
+            // Every touched score is read and zeroed: the accumulator is all zeros for the
+            // next segment or query without clearing the whole of it.
             for &doc in touched.iter() {
                 let score = std::mem::take(&mut acc[doc as usize]);
                 // Below the k-th best of a cut, a candidate cannot be among the k best.
-                if scored.is_ok() && score >= floor && !segment.is_deleted(doc) {
+                if score >= floor && !segment.is_deleted(doc) {
                     best.push(Entry::new(score, DocAddress::new(seg_ord as u32, doc)));
                     if best.len() == best.capacity() {
                         floor = keep_best(&mut best, k).unwrap_or(floor);
@@ -342,7 +285,6 @@ pub fn top_k_terms(
                 }
             }
             *clean = true;
-            scored?;
         }
         keep_best(&mut best, k);
         best.sort_unstable();

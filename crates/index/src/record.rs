@@ -88,7 +88,10 @@ pub struct CommitInfo {
     pub dated: Option<u64>,
 }
 
-pub(crate) const FORMAT: u32 = 1;
+/// The layout of an index. 2: Finder's own postings from the index's creation, an uncompressed
+/// document store written by the indexing threads, the fragment key a column only. An index of
+/// an earlier format is refused by queries and rebuilt from nothing by the next indexing run.
+pub(crate) const FORMAT: u32 = 2;
 
 fn first_analysis() -> u32 {
     1

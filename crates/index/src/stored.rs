@@ -51,17 +51,9 @@ pub(crate) fn open_or_create(dir: &Path, settings: &Settings) -> Result<(Index, 
     let index = if exists {
         let directory = WriteDirectory::open(&path).map_err(|e| store_error(dir, e))?;
         let mut index = Index::open(directory).map_err(|e| store_error(dir, e))?;
-        // An index made before Finder wrote its own postings keeps tantivy's: tantivy adds no
-        // plugin to an index that has segments, so its analysed fields stay tantivy's.
-        if crate::postings::made_with(&index).map_err(|e| store_error(dir, e))? {
-            index.register_plugin(plugin);
-        }
-        // An index made before the store's blocks were written by the indexing threads
-        // themselves (see below) gets the same from now on, when its blocks are uncompressed.
-        let store = index.settings_mut();
-        if store.docstore_compression == tantivy::store::Compressor::None {
-            store.docstore_compress_dedicated_thread = false;
-        }
+        // The index was made with the plugin (an index of an earlier format, made without
+        // it, is rebuilt from nothing: see `writer`).
+        index.register_plugin(plugin);
         index
     } else {
         let (schema, _) = build_schema();
@@ -267,6 +259,17 @@ pub(crate) fn commit_info(index: &Index, dir: &Path) -> Result<Option<CommitInfo
         )));
     }
     Ok(Some(info))
+}
+
+/// The payload of the last commit of the index under `dir`, read without opening it for
+/// writing; `None` when there is no index or no commit yet.
+pub(crate) fn peek_commit_info(dir: &Path) -> Result<Option<CommitInfo>> {
+    let path = dir.join(LEXICAL_DIR);
+    if !path.join("meta.json").exists() {
+        return Ok(None);
+    }
+    let index = Index::open_in_dir(&path).map_err(|e| store_error(dir, e))?;
+    commit_info(&index, dir)
 }
 
 /// Every indexed source record, by id.

@@ -102,7 +102,8 @@ impl ServerError {
     /// locking problems are the client's to act on.
     pub fn from_index(space: &str, error: IndexError) -> ServerError {
         match error {
-            IndexError::NotFound(_) => ServerError::NotBuilt {
+            // An index of an earlier layout is built again by the next indexing run.
+            IndexError::NotFound(_) | IndexError::Outdated { .. } => ServerError::NotBuilt {
                 space: space.to_string(),
             },
             IndexError::Settings(e) => ServerError::Setting(e),

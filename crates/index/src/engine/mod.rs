@@ -15,7 +15,7 @@ use crate::error::{IndexError, Result};
 use crate::files::LEXICAL_DIR;
 use crate::pages::PageFile;
 use crate::pread::PreadDirectory;
-use crate::record::CommitInfo;
+use crate::record::{CommitInfo, FORMAT};
 use crate::schema::{register_analyzers, resolve, Fields};
 use crate::store_error;
 use crate::stored::commit_info;
@@ -107,9 +107,6 @@ pub struct Finder {
     /// Each segment's postings file, for the searcher generation they were opened in (kept
     /// open: a file mapped anew per query would be mapped and faulted in again each time).
     postings: PerGeneration<Vec<Option<crate::postings::PostingsFile>>>,
-    /// Whether the index was made with Finder's postings (every segment has its file), not
-    /// tantivy's (an index made before them).
-    own_postings: bool,
     /// Every segment's key columns, for the searcher generation they were opened from.
     columns: PerGeneration<Vec<KeyColumns>>,
     /// Every segment's page file where it has one, by segment ordinal, for the searcher
@@ -169,6 +166,13 @@ impl Finder {
         })?;
         let info =
             commit_info(&index, dir)?.ok_or_else(|| IndexError::NotFound(dir.to_path_buf()))?;
+        if info.format < FORMAT {
+            return Err(IndexError::Outdated {
+                path: dir.to_path_buf(),
+                found: info.format,
+                expected: FORMAT,
+            });
+        }
         register_analyzers(&index, &info.settings.language, info.analysis);
         let reader = index
             .reader_builder()
@@ -188,12 +192,10 @@ impl Finder {
         let graph = crate::graph::GraphIndex::load(dir);
         crate::tuning::release_free_memory();
         let vectors = VectorIndex::open(&dir.join(VECTOR_DIR)).map_err(|e| e.to_string());
-        let own_postings = crate::postings::made_with(&index).map_err(|e| store_error(dir, e))?;
         Ok(Finder {
             addresses: PerGeneration::default(),
             grams: PerGeneration::default(),
             postings: PerGeneration::default(),
-            own_postings,
             columns: PerGeneration::default(),
             pages: PerGeneration::default(),
             directory,

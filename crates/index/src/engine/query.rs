@@ -266,7 +266,7 @@ impl<'a> QueryRun<'a> {
     /// none (see [`Finder::query`]).
     fn postings_complete(&self) -> Result<bool> {
         let words = self.segment_postings()?;
-        Ok(!self.finder.own_postings || words.iter().all(Option::is_some))
+        Ok(words.iter().all(Option::is_some))
     }
 
     /// Every segment's postings file of this snapshot, opened by its first query.

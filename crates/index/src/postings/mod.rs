@@ -72,16 +72,6 @@ impl PostingsPlugin {
     }
 }
 
-/// Whether `index` was made with Finder's postings (tantivy records a plugin's extensions at
-/// the index's creation), not tantivy's (an index made before them).
-pub(crate) fn made_with(index: &tantivy::Index) -> tantivy::Result<bool> {
-    Ok(index
-        .load_metas()?
-        .persisted_custom_extensions
-        .iter()
-        .any(|e| e == POSTINGS_EXTENSION))
-}
-
 /// The two fields a schema holds for the plugin, each with its name (the whole-word field
 /// is absent from the oldest schemas).
 fn fields_of(schema: &Schema) -> Vec<(&'static str, Field)> {

@@ -14,7 +14,8 @@ use tantivy::{IndexWriter, Term};
 use crate::analyzer::ANALYSIS;
 use crate::document::Problem;
 use crate::error::{IndexError, Result};
-use crate::record::RunCounts;
+use crate::files::LEXICAL_DIR;
+use crate::record::{RunCounts, FORMAT};
 use crate::stored::{commit_info, load_catalog, open_or_create};
 use crate::{ingest, store_error};
 
@@ -62,6 +63,29 @@ pub fn index_inputs(
     index_inputs_one_thread_up_to(dir, inputs, settings, progress, ONE_THREAD_MAX_INPUT_BYTES)
 }
 
+/// Removes an index of an earlier format, which this version neither reads nor writes into,
+/// so that the run builds it again from nothing; `true` when it did. Like any rebuild it needs
+/// every input the index holds, and checks that before it removes anything. The derived graph
+/// goes with it; the vectors stay, reused by text.
+fn rebuild_outdated(dir: &Path, inputs: &[PathBuf]) -> Result<bool> {
+    let Some(old) = crate::stored::peek_commit_info(dir)? else {
+        return Ok(false);
+    };
+    if old.format >= FORMAT {
+        return Ok(false);
+    }
+    RunPlan::new(inputs, true, &old.origins, &dir.display().to_string())
+        .map_err(IndexError::Input)?;
+    tracing::info!(index = %dir.display(), format = old.format, "rebuilding an index of an earlier format");
+    for part in [LEXICAL_DIR, crate::graph::GRAPH_DIR] {
+        let path = dir.join(part);
+        if path.exists() {
+            std::fs::remove_dir_all(&path).map_err(|source| IndexError::Io { path, source })?;
+        }
+    }
+    Ok(true)
+}
+
 /// [`index_inputs`], with inputs of at most `one_thread_max_bytes` written by one thread.
 pub(crate) fn index_inputs_one_thread_up_to(
     dir: &Path,
@@ -73,6 +97,7 @@ pub(crate) fn index_inputs_one_thread_up_to(
     crate::tuning::map_large_blocks();
     // Declared first, so dropped last: its release comes after the writer and the rest.
     let _keep = crate::tuning::keep_freed_memory();
+    let outdated = rebuild_outdated(dir, inputs)?;
     let (index, fields) = open_or_create(dir, settings)?;
     let info = commit_info(&index, dir)?;
     let err = |e| store_error(dir, e);
@@ -154,7 +179,7 @@ pub(crate) fn index_inputs_one_thread_up_to(
 
     let changed = plan.changed();
     let report = RunReport {
-        rebuilt: rebuild,
+        rebuilt: rebuild || outdated,
         sources,
         fragments,
         counts: plan.counts,

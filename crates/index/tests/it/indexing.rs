@@ -563,6 +563,53 @@ fn an_index_of_an_older_word_analysis_is_read_as_written_then_rebuilt() {
     assert_eq!(ids(&finder, "GPUs", &s), vec!["gpu"]);
 }
 
+/// An index of an earlier format is refused by queries, with what to do, and the next
+/// indexing run (given every input it holds) builds it again from nothing.
+#[test]
+fn an_index_of_an_earlier_format_is_refused_then_rebuilt_from_nothing() {
+    let fx = Fixture::new();
+    let a = fx.write(
+        "a.jsonl",
+        &record("a", "Alpha", "Kestrels nest on the cliff."),
+    );
+    let b = fx.write("b.jsonl", &record("b", "Beta", "Herons wade in the marsh."));
+    let s = Settings::default();
+    fx.index(&[&a, &b], &s);
+
+    // Relabel the commit as one of format 1.
+    let mut lexical = tantivy::Index::open_in_dir(fx.index_dir().join("lexical")).unwrap();
+    lexical.register_plugin(finder_index::testing::postings_plugin("english"));
+    let mut info: serde_json::Value =
+        serde_json::from_str(&lexical.load_metas().unwrap().payload.unwrap()).unwrap();
+    info["format"] = 1.into();
+    let mut writer: tantivy::IndexWriter = lexical.writer(15_000_000).unwrap();
+    let mut commit = writer.prepare_commit().unwrap();
+    commit.set_payload(&info.to_string());
+    commit.commit().unwrap();
+    drop(writer);
+
+    let Err(refused) = Finder::open(&fx.index_dir(), s.clone()) else {
+        panic!("an index of format 1 opened");
+    };
+    let message = refused.to_string();
+    assert!(
+        matches!(refused, IndexError::Outdated { found: 1, .. }),
+        "{message}"
+    );
+    assert!(message.contains("run `finder index`"), "{message}");
+
+    // A rebuild must be given every input the index holds; given one, it removes nothing.
+    let err = index_inputs(&fx.index_dir(), &[a.to_path_buf()], &s, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("pass every input"), "{err}");
+    assert!(fx.index_dir().join("lexical/meta.json").exists());
+
+    let run = fx.index(&[&a, &b], &s);
+    assert!(run.rebuilt, "an earlier format rebuilds the index");
+    assert_eq!(run.counts.added, 2);
+    let finder = fx.open();
+    assert_eq!(ids(&finder, "herons", &s), vec!["b"]);
+}
+
 #[test]
 fn an_index_a_later_finder_wrote_is_refused_and_left_as_it_was() {
     for key in ["format", "analysis"] {
