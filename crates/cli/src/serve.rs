@@ -1,6 +1,7 @@
 //! `finder serve` and `finder mcp`: build the spaces from `--index` arguments and hand them to
 //! the server crate's HTTP service or MCP loop.
 
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -89,22 +90,36 @@ pub fn serve(
     let guarded = access.is_guarded();
     let app = App::new(spaces, access, Limits::default());
     finder_server::serve_blocking(&addrs, app, |bound| {
-        println!("Finder is serving at http://{bound}/  (Ctrl-C stops)");
+        // Written, not printed: a reader that goes away (`finder serve | head -1`) must not
+        // take the server down with it.
+        let mut out = std::io::stdout().lock();
+        let mut say = |line: String| {
+            let _ = writeln!(out, "{line}");
+        };
+        say(format!(
+            "Finder is serving at http://{bound}/  (Ctrl-C stops)"
+        ));
         for line in &lines {
-            println!("{line}");
+            say(line.clone());
         }
         if guarded {
-            println!("  API and metrics need `Authorization: Bearer <token>`; each token sees only the spaces it is granted");
+            say("  API, MCP and metrics need `Authorization: Bearer <token>`; each token sees only the spaces it is granted".to_string());
         }
-        println!("  API: http://{bound}/openapi.json");
+        say(format!("  API: http://{bound}/openapi.json"));
+        say(format!("  MCP: http://{bound}/mcp"));
+        let _ = out.flush();
     })
     .with_context(|| format!("serving on {addr}"))
 }
 
 /// Speaks MCP over stdin/stdout until stdin closes.
 pub fn mcp(index: &[String], config: Option<&Path>) -> Result<()> {
-    let server = McpServer::new(spaces(index, config, None)?);
-    let stdin = std::io::stdin();
-    finder_server::run_stdio(&server, stdin.lock(), std::io::stdout().lock())
+    let server = McpServer::new(Arc::new(spaces(index, config, None)?));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the MCP runtime")?;
+    runtime
+        .block_on(server.run_stdio())
         .context("MCP session on stdio")
 }

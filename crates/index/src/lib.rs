@@ -35,7 +35,8 @@ mod writer;
 pub use analyzer::{looks_like_identifier, ANALYSIS};
 pub use document::{indexed_text, vector_home, FragmentDoc, Problem, SourceDoc};
 pub use engine::{
-    like_request, load_settings, query_settings, Finder, GraphStatus, Status, CONFIG_FILE,
+    like_request, load_settings, query_settings, Finder, GraphStatus, Passage, SourceText, Status,
+    CONFIG_FILE,
 };
 pub use error::{IndexError, Result};
 pub use ingest::{derive_summary, detect, fragment, read_input, InputKind};

@@ -1,12 +1,14 @@
-//! The axum router: every route, its handler, and the layers around them.
+//! The axum router: every route, its handler, and the layers around them. `/mcp` is the
+//! MCP SDK's own service (`mcp::http_service`) behind the same layers.
 //!
 //! Handlers are thin: they resolve the space, run an operation from `ops` or `documents` on a
 //! blocking thread (the index is synchronous) and wrap the answer in JSON.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::wire::{Health, SpaceList};
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{header, Method, Uri};
 use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
@@ -41,6 +43,14 @@ pub fn router(app: AppRef) -> Router {
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi_json))
         .route("/v1/spaces", get(spaces))
+        .nest_service(
+            "/mcp",
+            crate::mcp::http_service(
+                app.spaces.clone(),
+                app.access.is_guarded(),
+                app.limits.max_body_bytes,
+            ),
+        )
         .nest("/v1", api.clone())
         .nest("/v1/spaces/{space}", api)
         .fallback(unknown_route)
@@ -90,9 +100,21 @@ async fn status(target: Target) -> Result<impl IntoResponse> {
     in_space(target.space, |s| ops::status(s)).await
 }
 
-async fn get_document(target: Target) -> Result<impl IntoResponse> {
+/// `?lines=…` reads any indexed source's lines; without it, a document written through the
+/// API in its stored form.
+async fn get_document(
+    target: Target,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Response> {
     let id = target.id.unwrap_or_default();
-    in_space(target.space, move |s| documents::get(s, &id)).await
+    Ok(match params.get("lines").cloned() {
+        Some(lines) => in_space(target.space, move |s| ops::get(s, &id, Some(&lines)))
+            .await?
+            .into_response(),
+        None => in_space(target.space, move |s| documents::get(s, &id))
+            .await?
+            .into_response(),
+    })
 }
 
 async fn put_document(

@@ -21,13 +21,17 @@ use crate::error::ServerError;
 use crate::space::{Space, DEFAULT_SPACE};
 use crate::AppRef;
 
-/// Requires a bearer token the server knows on the API and metrics when it has tokens, and
+/// Requires a bearer token the server knows on the API, MCP and metrics when it has tokens, and
 /// hands what the token grants to the handlers (`Granted`, `Target`). The page, its assets,
 /// `/health` and `/openapi.json` stay open: they hold no data. `/metrics` counts requests to
 /// every space, so it needs a token that grants every space.
 pub async fn auth(State(app): State<AppRef>, mut request: Request, next: Next) -> Response {
     let path = request.uri().path();
-    let guarded = path == "/v1" || path.starts_with("/v1/") || path == "/metrics";
+    let guarded = path == "/v1"
+        || path.starts_with("/v1/")
+        || path == "/metrics"
+        || path == "/mcp"
+        || path.starts_with("/mcp/");
     if !guarded {
         return next.run(request).await;
     }

@@ -2,8 +2,8 @@
 //!
 //! This is the only crate that knows HTTP and JSON wire formats. It serves one or more
 //! *spaces* (independent index folders) through the same operations (`ops`): search, context,
-//! recommend, status and document writes. The HTTP router (`http`) and the MCP loop (`mcp`)
-//! are two front ends over them.
+//! recommend, get, status and document writes. The HTTP router (`http`) and the MCP server
+//! (`mcp`, on stdio or at `/mcp`) are two front ends over them.
 
 mod access;
 mod documents;
@@ -27,9 +27,9 @@ pub use access::{Access, Grants};
 pub use documents::API_SOURCES;
 pub use error::{Result, ServerError};
 pub use http::router;
-pub use mcp::{run_stdio, McpServer, PROTOCOL_VERSIONS};
+pub use mcp::{http_service as mcp_http_service, Detail, McpServer};
 pub use openapi::{document as openapi_document, markdown as openapi_markdown};
-pub use ops::MAX_QUERY_CHARS;
+pub use ops::{MAX_GET_CHARS, MAX_QUERY_CHARS};
 pub use space::{parse_space_arg, AfterWrite, Opener, Space, Spaces, DEFAULT_SPACE};
 pub use wire::*;
 
@@ -63,7 +63,7 @@ impl Default for Limits {
 
 /// Everything a request handler can reach.
 pub struct App {
-    pub spaces: Spaces,
+    pub spaces: Arc<Spaces>,
     /// Which bearer tokens `/v1/*` and `/metrics` accept, and which spaces each grants.
     pub access: Access,
     pub limits: Limits,
@@ -81,7 +81,7 @@ impl App {
             ..limits
         };
         Arc::new(App {
-            spaces,
+            spaces: Arc::new(spaces),
             access,
             in_flight: tokio::sync::Semaphore::new(limits.max_in_flight),
             limits,

@@ -11,7 +11,7 @@ use utoipa::OpenApi;
 
 use crate::wire::{
     ContextRequest, ContextResult, Document, ErrorBody, Health, RecommendRequest, RecommendResult,
-    SearchRequest, SearchResult, SpaceList, StatusResult, StoredDocument, WriteResult,
+    SearchRequest, SearchResult, SourceLines, SpaceList, StatusResult, StoredDocument, WriteResult,
 };
 use crate::{DEFAULT_MAX_IN_FLIGHT, MAX_QUERY_CHARS};
 
@@ -45,9 +45,9 @@ const SPACE_ROUTES: &[SpaceRoute] = &[
     ("/documents/{id}", "put", "putDocument", "Add or replace a document",
      "Writes the document to the space's API input file (`api-sources.jsonl` in the index folder, replaced atomically) and indexes it incrementally in one commit; writes that arrive while a commit runs are applied in arrival order and share the next one. The answer comes only after the commit that holds the write is durable. An id that a file input also uses is taken over by the API document until that input is indexed again.",
      Some("Document"), "WriteResult", &["400", "404", "409", "413"]),
-    ("/documents/{id}", "get", "getDocument", "Read a document written through the API",
-     "The stored form of a document added with PUT. Sources indexed from files are not listed here.",
-     None, "StoredDocument", &["404"]),
+    ("/documents/{id}", "get", "getDocument", "Read a document, or any source's lines",
+     "Without `lines`: the stored form of a document added with PUT (sources indexed from files are not listed this way). With `?lines=40-80` (also `40-`, `40` or `all`): the lines of any indexed source, numbered as in its file or record, as a hint's line range points at them; at most 24,000 characters, `truncated` when the range held more. 404 `unknown_target` when no source has the id.",
+     None, "StoredDocument|SourceLines", &["400", "404"]),
     ("/documents/{id}", "delete", "deleteDocument", "Delete a document written through the API",
      "Removes the document from the API input file and from the index in one commit, answered after the commit. Sources indexed from files are removed by deleting the file and running `finder index` again.",
      None, "WriteResult", &["404", "409"]),
@@ -156,9 +156,16 @@ fn error_response(status: &str) -> Value {
 
 fn responses(ok: &str, errors: &[&str]) -> Value {
     let mut out = Map::new();
+    // `A|B`: the route answers one of several shapes (its description says when).
+    let schema = match ok.split('|').collect::<Vec<_>>()[..] {
+        [one] => schema_ref(one),
+        ref several => {
+            json!({ "oneOf": several.iter().map(|s| schema_ref(s)).collect::<Vec<_>>() })
+        }
+    };
     out.insert(
         "200".into(),
-        json!({"description": "OK", "content": {"application/json": {"schema": schema_ref(ok)}}}),
+        json!({"description": "OK", "content": {"application/json": {"schema": schema}}}),
     );
     for status in ["401"].iter().chain(errors).chain(["503"].iter()) {
         out.insert(status.to_string(), error_response(status));
@@ -179,6 +186,7 @@ fn responses(ok: &str, errors: &[&str]) -> Value {
     Document,
     WriteResult,
     StoredDocument,
+    SourceLines,
     StatusResult,
     SpaceList,
     Health

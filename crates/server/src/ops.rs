@@ -13,8 +13,9 @@ use crate::error::{Result, ServerError};
 use crate::space::{index_err, Space, Spaces};
 use crate::wire::{
     ContextPiece, ContextRequest, ContextResult, Facets, Overrides, Progress, RecommendRequest,
-    RecommendResult, SearchRequest, SearchResult, SpaceSummary, StatusResult, CHARS_PER_TOKEN,
-    DEFAULT_BUDGET_CHARS, MAX_BUDGET_CHARS, MAX_LIMIT, MAX_OFFSET, MIN_BUDGET_CHARS,
+    RecommendResult, SearchRequest, SearchResult, SourceLines, SpaceSummary, StatusResult,
+    CHARS_PER_TOKEN, DEFAULT_BUDGET_CHARS, MAX_BUDGET_CHARS, MAX_LIMIT, MAX_OFFSET,
+    MIN_BUDGET_CHARS,
 };
 
 /// Longest query text, in characters.
@@ -153,6 +154,119 @@ pub fn recommend(space: &Space, request: &RecommendRequest) -> Result<RecommendR
         hits: response.hits,
         diagnostics: response.diagnostics,
     })
+}
+
+/// Most characters of source text one `get` answers with (about 6,000 tokens); a longer
+/// range is cut at a line boundary and marked `truncated`.
+pub const MAX_GET_CHARS: usize = 24_000;
+
+/// Lines of an indexed source. `target` is a source id (for files, the path relative to the
+/// input), optionally with a range after a colon (`notes/a.md:40-80`); `lines` is a range
+/// given apart (`40-80`, `40-`, `40`, or `all`), which wins over the colon form.
+pub fn get(space: &Space, target: &str, lines: Option<&str>) -> Result<SourceLines> {
+    let finder = space.finder()?;
+    let mut id = target;
+    let mut found = finder.source_text(id).map_err(index_err(space))?;
+    let mut range = None;
+    if found.is_none() {
+        // `id:40-80`: the colon form, tried only when the whole text names no source (ids
+        // may hold colons).
+        if let Some((head, tail)) = target.rsplit_once(':') {
+            if let Ok(r) = LineRange::parse(tail) {
+                id = head;
+                found = finder.source_text(id).map_err(index_err(space))?;
+                range = Some(r);
+            }
+        }
+    }
+    let Some(source) = found else {
+        return Err(ServerError::UnknownTarget {
+            space: space.name().to_string(),
+            id: target.to_string(),
+        });
+    };
+    if let Some(lines) = lines {
+        range = Some(LineRange::parse(lines).map_err(|e| ServerError::invalid_field("lines", e))?);
+    }
+    let range = range.unwrap_or(LineRange {
+        start: 1,
+        end: None,
+    });
+    let all = source.lines();
+    let last_line = all.keys().next_back().copied().unwrap_or(0);
+    let mut text = String::new();
+    let (mut first, mut last, mut truncated) = (0, 0, false);
+    for (&n, line) in all.range(range.start..=range.end.unwrap_or(u32::MAX)) {
+        let numbered = format!("{n:>5}  {line}\n");
+        if !text.is_empty() && text.len() + numbered.len() > MAX_GET_CHARS {
+            truncated = true;
+            break;
+        }
+        text.push_str(&numbered);
+        if first == 0 {
+            first = n;
+        }
+        last = n;
+    }
+    Ok(SourceLines {
+        space: space.name().to_string(),
+        id: source.view.id,
+        title: source.view.envelope.title,
+        path: source.view.envelope.path,
+        line_start: first,
+        line_end: last,
+        last_line,
+        truncated,
+        text,
+    })
+}
+
+/// Lines `start..=end` of a source, one-based; no end reads to the last line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LineRange {
+    start: u32,
+    end: Option<u32>,
+}
+
+impl LineRange {
+    /// `40-80`, `40-`, `40` (that line only) or `all`.
+    fn parse(text: &str) -> std::result::Result<LineRange, String> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("all") {
+            return Ok(LineRange {
+                start: 1,
+                end: None,
+            });
+        }
+        let number = |s: &str| {
+            s.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|&n| n >= 1)
+                .ok_or_else(|| format!("`{text}` is not a line range: expected `40-80`, `40-`, `40` or `all` (lines count from 1)"))
+        };
+        let range = match text.split_once('-') {
+            Some((a, "")) => LineRange {
+                start: number(a)?,
+                end: None,
+            },
+            Some((a, b)) => LineRange {
+                start: number(a)?,
+                end: Some(number(b)?),
+            },
+            None => {
+                let n = number(text)?;
+                LineRange {
+                    start: n,
+                    end: Some(n),
+                }
+            }
+        };
+        if range.end.is_some_and(|end| end < range.start) {
+            return Err(format!("`{text}` ends before it starts"));
+        }
+        Ok(range)
+    }
 }
 
 pub fn status(space: &Space) -> Result<StatusResult> {
@@ -357,4 +471,22 @@ fn cut(text: &str, max: usize) -> String {
         _ => keep,
     };
     format!("{}…", keep.trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LineRange;
+
+    #[test]
+    fn line_ranges_parse_and_refuse_nonsense() {
+        let r = |start, end| Ok(LineRange { start, end });
+        assert_eq!(LineRange::parse("40-80"), r(40, Some(80)));
+        assert_eq!(LineRange::parse(" 40 - "), r(40, None));
+        assert_eq!(LineRange::parse("7"), r(7, Some(7)));
+        assert_eq!(LineRange::parse("ALL"), r(1, None));
+        for bad in ["", "0-3", "80-40", "a-b", "-5", "1-2-3"] {
+            let e = LineRange::parse(bad).unwrap_err();
+            assert!(e.contains(bad.trim()), "{bad}: {e}");
+        }
+    }
 }

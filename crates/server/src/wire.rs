@@ -226,6 +226,26 @@ pub struct StoredDocument {
     pub document: Document,
 }
 
+/// A source's indexed lines, numbered as in the file or record: what a hint's line range
+/// points at (`GET …/documents/{id}?lines=40-80`, the MCP `get` tool, `finder get`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, schemars::JsonSchema)]
+pub struct SourceLines {
+    pub space: String,
+    pub id: String,
+    pub title: String,
+    pub path: String,
+    /// The first and last line shown (0 and 0 when the range holds no indexed line).
+    pub line_start: u32,
+    pub line_end: u32,
+    /// The last line the index holds of this source.
+    pub last_line: u32,
+    /// The range held more than one answer shows; read on from `line_end + 1`.
+    pub truncated: bool,
+    /// The lines, each as `<number>  <text>`, one per line. Lines no passage holds (front
+    /// matter) are left out, so numbers may jump.
+    pub text: String,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct StatusResult {
     pub space: String,

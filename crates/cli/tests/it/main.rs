@@ -3,6 +3,7 @@
 mod bad_inputs;
 mod crash;
 mod mcp;
+mod mcp_clients;
 mod postgres;
 mod refine;
 

@@ -1,5 +1,5 @@
 //! An opened index: its settings and snapshots. `query.rs` answers queries over a snapshot,
-//! `status.rs` tells what the index holds.
+//! `status.rs` tells what the index holds, `read.rs` reads a source back.
 //!
 //! Each query takes one searcher (an immutable snapshot): it never sees half a commit, and
 //! nothing a query does writes to the index.
@@ -22,10 +22,12 @@ use crate::stored::commit_info;
 use crate::vector::{VectorIndex, VECTOR_DIR};
 
 mod query;
+mod read;
 mod status;
 
 pub use query::like_request;
 use query::{KeyColumns, Seen};
+pub use read::{Passage, SourceText};
 pub use status::{GraphStatus, Status};
 
 /// Name of the settings file looked up in the index folder.
