@@ -111,7 +111,20 @@ enum Command {
         /// must hold). Applied after rerank, without refilling the page, unless `--prefilter`.
         #[arg(long = "filter", value_name = "KEY=VALUE")]
         filters: Vec<String>,
-        /// Apply `--filter` inside every channel before ranking, so the page stays full.
+        /// Keep only sources carrying this tag (case-insensitive; repeatable, all must hold).
+        #[arg(long = "tag", value_name = "TAG")]
+        tags: Vec<String>,
+        /// Keep only sources dated on or after this (`2024-05-01`, `2024-05`, `2024`).
+        #[arg(long = "from", value_name = "DATE")]
+        date_from: Option<String>,
+        /// Keep only sources dated on or before this (a bare day, month or year counts whole).
+        #[arg(long = "to", value_name = "DATE")]
+        date_to: Option<String>,
+        /// Keep only sources whose path starts with this (a folder such as `journal/2024/`).
+        #[arg(long = "path", value_name = "PREFIX")]
+        path_prefix: Option<String>,
+        /// Apply `--filter`, `--tag`, `--from`, `--to` and `--path` inside every channel before
+        /// ranking, so the page stays full.
         #[arg(long)]
         prefilter: bool,
         /// Search only these source ids (repeatable).
@@ -141,6 +154,20 @@ enum Command {
         set: Vec<String>,
         #[arg(long)]
         config: Option<PathBuf>,
+    },
+    /// Print a source's indexed lines with their numbers: `finder get notes/a.md:40-80`
+    /// reads where a hint points.
+    Get {
+        /// A source id (a path relative to its input folder, or a record id), optionally with
+        /// a line range after a colon.
+        id: String,
+        #[arg(long)]
+        index: PathBuf,
+        /// A line range (`40-80`, `40-`, `40`, `all`); wins over a range in the id.
+        #[arg(long)]
+        lines: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
     /// Show what an index holds.
     Status {
@@ -265,6 +292,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             config,
             vector,
             filters,
+            tags,
+            date_from,
+            date_to,
+            path_prefix,
             prefilter,
             scope,
             user,
@@ -291,6 +322,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .filters
                     .insert(key.trim().to_string(), value.trim().to_string());
             }
+            let bound = |flag: &str, text: Option<String>, end: bool| {
+                text.map(|t| {
+                    finder_core::parse_date_bound(&t, end).ok_or_else(|| {
+                        anyhow::anyhow!("{flag} {t}: not a date (expected 2024-05-31, 2024-05, 2024, a date and time, or Unix seconds)")
+                    })
+                })
+                .transpose()
+            };
+            request.date_from = bound("--from", date_from, false)?;
+            request.date_to = bound("--to", date_to, true)?;
+            request.tags = tags;
+            request.path_prefix = path_prefix;
             request.scope = (!scope.is_empty()).then_some(scope);
             request.user = user;
             let response = finder.query(&request, &settings)?;
@@ -298,6 +341,31 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&response)?);
             } else {
                 print!("{}", render::search(&response, explain));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Get {
+            id,
+            index,
+            lines,
+            json,
+        } => {
+            let settings = load_settings(&index, None)?;
+            let finder = finder_index::Finder::open(&index, settings)?;
+            let label = index.display().to_string();
+            let read = finder_server::read_lines(&finder, &label, &id, lines.as_deref())?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&read)?);
+            } else {
+                print!("{}", read.text);
+                if read.truncated {
+                    eprintln!(
+                        "finder get: cut at line {} of {}; read on with --lines {}-",
+                        read.line_end,
+                        read.last_line,
+                        read.line_end + 1
+                    );
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

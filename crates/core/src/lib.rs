@@ -34,8 +34,9 @@ pub use pipeline::{
     BOOST_STAGE,
 };
 pub use refine::{
-    content_tokens, parse_date, Attr, Extensions, ExtrasFilter, Interaction, PluginHit,
-    PluginRetriever, RefineSettings, Refinement, RerankBackend, Reranker, Similarity, UserProfile,
+    content_tokens, parse_date, parse_date_bound, Attr, Extensions, Interaction, PluginHit,
+    PluginRetriever, RefineSettings, Refinement, RerankBackend, Reranker, Similarity, SourceFilter,
+    UserProfile,
 };
 pub use response::{ChannelStatus, Diagnostics, Hit, SearchResponse, StageTime};
 pub use rollup::rollup;

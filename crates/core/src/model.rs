@@ -109,6 +109,19 @@ pub struct Query {
     /// Only these source ids take part (every channel is restricted before ranking).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scope: Option<Vec<String>>,
+    /// Only sources carrying every one of these tags (in any case). Like `filters`, applied
+    /// late unless `refine.prefilter` is on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Only sources dated on or after this (Unix seconds); undated sources are left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub date_from: Option<i64>,
+    /// Only sources dated on or before this (Unix seconds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub date_to: Option<i64>,
+    /// Only sources whose path starts with this (a folder such as `journal/2024/`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_prefix: Option<String>,
     /// Personalise for this user.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,

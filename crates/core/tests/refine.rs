@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 
 use finder_core::refine::{
     apply_filter, apply_rerank, collapse_near_duplicates, facets_of, merge_plugins, mmr,
-    personalize, recency_blend, reorder, rerank_plan, Attr, Candidate, DedupParams, ExtrasFilter,
-    MmrParams, PersonalParams, PluginList, PluginMergeParams, RecencyParams, Refinement,
-    RerankMode, UserProfile,
+    personalize, recency_blend, reorder, rerank_plan, Attr, Candidate, DedupParams, MmrParams,
+    PersonalParams, PluginList, PluginMergeParams, RecencyParams, Refinement, RerankMode,
+    SourceFilter, UserProfile,
 };
 use finder_core::settings::DEFAULT_RRF_K;
 use finder_core::Envelope;
@@ -60,7 +60,7 @@ fn retrieved_20_reranked_10_four_match() {
     let head = &reranked[..plan.rerank_count];
     assert_eq!(head[0].id, "doc10");
 
-    let filter = ExtrasFilter::new([("locale", "it"), ("product", "identity")]);
+    let filter = SourceFilter::new([("locale", "it"), ("product", "identity")]);
     let filtered = apply_filter(head, &filter);
     let returned: Vec<&str> = filtered.kept.iter().map(|&i| head[i].id).collect();
     assert_eq!(returned, ["doc10", "doc7", "doc5", "doc2"]);

@@ -10,7 +10,7 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use finder_core::{ExtrasFilter, IndexSettings, Query, Settings};
+use finder_core::{IndexSettings, Query, Settings, SourceFilter};
 
 use crate::document::{Problem, SourceDoc};
 use crate::graph::{
@@ -244,7 +244,7 @@ pub fn query(finder: Option<&Finder>, input: &str) {
             _ => {}
         }
     }
-    let _ = ExtrasFilter::new(filters);
+    let _ = SourceFilter::new(filters);
     analyzers(text);
     let _ = finder_core::content_tokens(text);
     let _ = finder_core::parse_date(text);

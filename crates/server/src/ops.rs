@@ -69,6 +69,10 @@ pub fn search(space: &Space, request: &SearchRequest) -> Result<SearchResult> {
         scope: request.scope.clone(),
         user: request.user.clone(),
         like: None,
+        tags: request.tags.clone(),
+        date_from: date_bound("date_from", request.date_from.as_deref(), false)?,
+        date_to: date_bound("date_to", request.date_to.as_deref(), true)?,
+        path_prefix: request.path_prefix.clone(),
     };
     let response = finder.query(&query, &settings).map_err(index_err(space))?;
     Ok(search_result(space, response))
@@ -165,8 +169,19 @@ pub const MAX_GET_CHARS: usize = 24_000;
 /// given apart (`40-80`, `40-`, `40`, or `all`), which wins over the colon form.
 pub fn get(space: &Space, target: &str, lines: Option<&str>) -> Result<SourceLines> {
     let finder = space.finder()?;
+    read_lines(&finder, space.name(), target, lines)
+}
+
+/// [`get`] over an opened index; `space` names it in the answer and in errors.
+pub fn read_lines(
+    finder: &Finder,
+    space: &str,
+    target: &str,
+    lines: Option<&str>,
+) -> Result<SourceLines> {
+    let index_err = |e| ServerError::from_index(space, e);
     let mut id = target;
-    let mut found = finder.source_text(id).map_err(index_err(space))?;
+    let mut found = finder.source_text(id).map_err(index_err)?;
     let mut range = None;
     if found.is_none() {
         // `id:40-80`: the colon form, tried only when the whole text names no source (ids
@@ -174,14 +189,14 @@ pub fn get(space: &Space, target: &str, lines: Option<&str>) -> Result<SourceLin
         if let Some((head, tail)) = target.rsplit_once(':') {
             if let Ok(r) = LineRange::parse(tail) {
                 id = head;
-                found = finder.source_text(id).map_err(index_err(space))?;
+                found = finder.source_text(id).map_err(index_err)?;
                 range = Some(r);
             }
         }
     }
     let Some(source) = found else {
         return Err(ServerError::UnknownTarget {
-            space: space.name().to_string(),
+            space: space.to_string(),
             id: target.to_string(),
         });
     };
@@ -209,7 +224,7 @@ pub fn get(space: &Space, target: &str, lines: Option<&str>) -> Result<SourceLin
         last = n;
     }
     Ok(SourceLines {
-        space: space.name().to_string(),
+        space: space.to_string(),
         id: source.view.id,
         title: source.view.envelope.title,
         path: source.view.envelope.path,
@@ -330,6 +345,20 @@ fn search_result(space: &Space, response: SearchResponse) -> SearchResult {
         hits: response.hits,
         diagnostics: response.diagnostics,
     }
+}
+
+/// A date filter's bound in Unix seconds; an upper bound given as a bare day, month or year
+/// takes in all of it (`date_to: 2024-05-31` keeps notes of the 31st).
+fn date_bound(field: &str, text: Option<&str>, upper: bool) -> Result<Option<i64>> {
+    let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    finder_core::parse_date_bound(text, upper).map(Some).ok_or_else(|| {
+        ServerError::invalid_field(
+            field,
+            format!("`{field}`: `{text}` is not a date (expected `2024-05-31`, `2024-05`, `2024-05-31T12:00:00Z` or Unix seconds)"),
+        )
+    })
 }
 
 fn check_query(query: &str) -> Result<()> {

@@ -50,7 +50,21 @@ pub struct SearchRequest {
     /// page is not refilled and `diagnostics.refine.filtered_out` counts what they removed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub filters: BTreeMap<String, String>,
-    /// Apply `filters` inside every channel before ranking, so the page stays full.
+    /// Only sources carrying every one of these tags (in any case).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Only sources dated on or after this (`2024-05-01`, or a date and time); undated
+    /// sources are left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date_from: Option<String>,
+    /// Only sources dated on or before this; a bare date includes its whole day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date_to: Option<String>,
+    /// Only sources whose path starts with this (a folder such as `journal/2024/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_prefix: Option<String>,
+    /// Apply `filters`, `tags`, the dates and `path_prefix` inside every channel before
+    /// ranking, so the page stays full.
     #[serde(default)]
     pub prefilter: bool,
     /// Only these source ids take part; every channel is restricted before ranking.

@@ -499,3 +499,112 @@ mod with_model {
         );
     }
 }
+
+#[test]
+fn get_prints_a_sources_lines_where_hints_point() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = notes(tmp.path());
+    let index = tmp.path().join("idx");
+    let (input, index) = (input.to_str().unwrap(), index.to_str().unwrap());
+    ok(&["index", input, "--index", index]);
+    let file = std::fs::read_to_string(Path::new(input).join("tokens.md")).unwrap();
+    let numbered = |from: usize, to: usize| -> String {
+        file.lines()
+            .enumerate()
+            .filter(|(i, _)| (from - 1..to).contains(i))
+            .map(|(i, l)| format!("{:>5}  {l}\n", i + 1))
+            .collect()
+    };
+    assert_eq!(
+        ok(&["get", "tokens.md:9-11", "--index", index]),
+        numbered(9, 11)
+    );
+    assert_eq!(
+        ok(&["get", "tokens.md", "--lines", "7", "--index", index]),
+        numbered(7, 7)
+    );
+    // Whole: every line a passage holds, numbered as in the file; the front matter and the
+    // blank line between the two sections belong to no passage.
+    assert_eq!(
+        ok(&["get", "tokens.md", "--index", index]),
+        numbered(5, 7) + &numbered(9, 11)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["get", "tokens.md", "--index", index, "--json"])).unwrap();
+    assert_eq!(
+        (json["line_start"].as_u64(), json["last_line"].as_u64()),
+        (Some(5), Some(11))
+    );
+
+    let missing = finder(&["get", "nowhere.md", "--index", index]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no source `nowhere.md`"));
+    let reversed = finder(&["get", "tokens.md:9-3", "--index", index]);
+    assert!(
+        String::from_utf8_lossy(&reversed.stderr).contains("no source"),
+        "a bad range reads as part of the id"
+    );
+    let bad = finder(&["get", "tokens.md", "--lines", "9-3", "--index", index]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("ends before it starts"));
+}
+
+#[test]
+fn tags_dates_and_paths_narrow_a_search() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    write(
+        root,
+        "v/journal/2024-05.md",
+        "---\ndate: 2024-05-10\ntags: [work]\n---\n# May\n\nThe release train left on time.\n",
+    );
+    write(
+        root,
+        "v/journal/2024-06.md",
+        "---\ndate: 2024-06-02\ntags: [home]\n---\n# June\n\nThe release of the garden shed.\n",
+    );
+    write(
+        root,
+        "v/notes/release.md",
+        "---\ntags: [work]\n---\n# Release checklist\n\nEvery release needs a changelog.\n",
+    );
+    let index = root.join("idx");
+    let (input, index) = (root.join("v"), index.to_str().unwrap());
+    ok(&["index", input.to_str().unwrap(), "--index", index]);
+    let ids = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec![
+            "search",
+            "release",
+            "--index",
+            index,
+            "--json",
+            "--prefilter",
+        ];
+        args.extend_from_slice(extra);
+        let out: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+        let mut ids: Vec<String> = out["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids(&[]).len(), 3);
+    assert_eq!(
+        ids(&["--tag", "WORK"]),
+        ["journal/2024-05.md", "notes/release.md"]
+    );
+    assert_eq!(
+        ids(&["--path", "journal/"]),
+        ["journal/2024-05.md", "journal/2024-06.md"]
+    );
+    assert_eq!(ids(&["--from", "2024-05-15"]), ["journal/2024-06.md"]);
+    assert_eq!(ids(&["--to", "2024-05"]), ["journal/2024-05.md"]);
+    assert_eq!(
+        ids(&["--from", "2024", "--to", "2024", "--tag", "home"]),
+        ["journal/2024-06.md"]
+    );
+    let bad = finder(&["search", "release", "--index", index, "--from", "last week"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--from last week: not a date"));
+}

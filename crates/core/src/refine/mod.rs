@@ -36,7 +36,7 @@ pub use dedup::{
 };
 pub use extensions::{Extensions, PluginHit, PluginRetriever, Reranker};
 pub use facets::{facets, facets_of, Facet, FacetValue, Facets};
-pub use filter::{apply_filter, ExtrasFilter, Filtered};
+pub use filter::{apply_filter, Filtered, SourceFilter};
 pub use mmr::{mmr, MmrExplain, MmrParams, Similarity, DEFAULT_MMR_LAMBDA};
 pub use personal::{
     content_tokens, personalization_lambda, personalize, preference_weights, Attr, Interaction,
@@ -48,8 +48,8 @@ pub use plugin::{
     DEFAULT_FROZEN_HEAD,
 };
 pub use recency::{
-    parse_date, recency_blend, recency_factor, sort_by_date, DateExplain, RecencyExplain,
-    RecencyParams, DEFAULT_RECENCY_BLEND, DEFAULT_RECENCY_HALF_LIFE_DAYS,
+    parse_date, parse_date_bound, recency_blend, recency_factor, sort_by_date, DateExplain,
+    RecencyExplain, RecencyParams, DEFAULT_RECENCY_BLEND, DEFAULT_RECENCY_HALF_LIFE_DAYS,
 };
 pub use rerank::{
     apply_rerank, rerank_plan, RerankExplain, RerankMode, RerankPlan, CATALOG_MAX_DEPTH,
@@ -84,6 +84,8 @@ pub struct Candidate<'a> {
     pub extras: &'a BTreeMap<String, String>,
     /// The envelope's tags.
     pub tags: &'a [String],
+    /// The envelope's path (the id until an envelope says otherwise).
+    pub path: &'a str,
 }
 
 static NO_EXTRAS: BTreeMap<String, String> = BTreeMap::new();
@@ -100,6 +102,7 @@ impl<'a> Candidate<'a> {
             vector: None,
             extras: &NO_EXTRAS,
             tags: &[],
+            path: id,
         }
     }
 
@@ -109,6 +112,7 @@ impl<'a> Candidate<'a> {
             date: envelope.date.as_deref().and_then(parse_date),
             extras: &envelope.extras,
             tags: &envelope.tags,
+            path: &envelope.path,
             ..self
         }
     }

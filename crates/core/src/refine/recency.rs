@@ -120,6 +120,35 @@ pub fn sort_by_date(candidates: &[Candidate<'_>]) -> Vec<Ranked<DateExplain>> {
     out
 }
 
+/// A date filter's bound in Unix seconds, read as [`parse_date`] reads dates. An upper bound
+/// (`end`) given as a bare year, month or day takes in the whole of it: `2024-05` as an upper
+/// bound is the last second of May 2024.
+pub fn parse_date_bound(text: &str, end: bool) -> Option<i64> {
+    let text = text.trim();
+    let start = parse_date(text)?;
+    // `YYYY`, `YYYY-MM` or `YYYY-MM-DD` and nothing else.
+    let shape: String = text
+        .chars()
+        .map(|c| if c.is_ascii_digit() { 'd' } else { c })
+        .collect();
+    let next = match shape.as_str() {
+        _ if !end => return Some(start),
+        "dddd" => parse_date(&format!("{:04}", text.parse::<i64>().ok()? + 1))?,
+        "dddd-dd" => {
+            let (year, month): (i64, i64) = (text[..4].parse().ok()?, text[5..].parse().ok()?);
+            let (year, month) = if month == 12 {
+                (year + 1, 1)
+            } else {
+                (year, month + 1)
+            };
+            parse_date(&format!("{year:04}-{month:02}"))?
+        }
+        "dddd-dd-dd" => start + 86_400,
+        _ => return Some(start),
+    };
+    Some(next - 1)
+}
+
 /// Parses a source date into Unix seconds. Accepts `YYYY`, `YYYY-MM`, `YYYY-MM-DD`, the same
 /// followed by `T` or a space and `HH:MM[:SS[.fff]]` with an optional `Z` or `±HH[:MM]`
 /// offset (no offset means UTC), and Unix timestamps (seconds, or milliseconds from 10^11 on).
@@ -225,6 +254,27 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upper_bounds_take_in_the_whole_period() {
+        let at = |t: &str| parse_date(t).unwrap();
+        assert_eq!(
+            parse_date_bound("2024-05-31", false),
+            Some(at("2024-05-31"))
+        );
+        assert_eq!(
+            parse_date_bound("2024-05-31", true),
+            Some(at("2024-06-01") - 1)
+        );
+        assert_eq!(parse_date_bound("2024-12", true), Some(at("2025-01") - 1));
+        assert_eq!(parse_date_bound("2024", true), Some(at("2025") - 1));
+        assert_eq!(
+            parse_date_bound("2024-05-31T10:00:00Z", true),
+            Some(at("2024-05-31T10:00:00Z"))
+        );
+        assert_eq!(parse_date_bound("1714000000", true), Some(1_714_000_000));
+        assert_eq!(parse_date_bound("May 31", true), None);
+    }
 
     const DAY: i64 = 86_400;
 

@@ -13,8 +13,8 @@ use std::collections::{HashMap, HashSet};
 
 use super::{
     apply_filter, apply_rerank, collapse_near_duplicates, comparable_score, facets, merge_plugins,
-    mmr, personalize, recency_blend, rerank_plan, sort_by_date, Candidate, Extensions,
-    ExtrasFilter, Facets, PluginList, Ranked, Refinement, RerankBackend, RerankMode, SortOrder,
+    mmr, personalize, recency_blend, rerank_plan, sort_by_date, Candidate, Extensions, Facets,
+    PluginList, Ranked, Refinement, RerankBackend, RerankMode, SortOrder, SourceFilter,
 };
 use crate::model::{Envelope, FragmentKey, Query, RankedList, SourceKey};
 use crate::pipeline::{FragmentMeta, Retriever, SourceView, Stopwatch};
@@ -65,7 +65,7 @@ pub(crate) struct Level<'a> {
 pub(crate) struct Refiner<'x> {
     ext: &'x Extensions,
     now: i64,
-    filter: ExtrasFilter,
+    filter: SourceFilter,
     scope: Option<HashSet<String>>,
     views: FastMap<SourceKey, Option<SourceView>>,
     texts: FastMap<SourceKey, String>,
@@ -87,7 +87,7 @@ impl<'x> Refiner<'x> {
         Refiner {
             ext,
             now: ext.now(),
-            filter: ExtrasFilter::new(request.filters.iter()),
+            filter: SourceFilter::of(request),
             scope: request
                 .scope
                 .as_ref()
@@ -167,7 +167,7 @@ impl<'x> Refiner<'x> {
             return Ok(false);
         };
         let in_scope = self.scope.as_ref().is_none_or(|s| s.contains(&view.id));
-        Ok(in_scope && (!prefilter || self.filter.matches(&view.envelope.extras)))
+        Ok(in_scope && (!prefilter || self.filter.admits(&view.envelope)))
     }
 
     /// Drops from a channel list the fragments whose source is out of scope or, with the
@@ -578,7 +578,7 @@ impl<'x> Refiner<'x> {
             },
             summary: text.clone().unwrap_or_default(),
         });
-        if settings.refine.prefilter && !self.filter.matches(&view.envelope.extras) {
+        if settings.refine.prefilter && !self.filter.admits(&view.envelope) {
             return Ok(None);
         }
         Ok(Some(Entry {

@@ -93,8 +93,13 @@ impl McpServer {
                     offset: a.offset,
                     settings: a.settings,
                     vector: None,
-                    prefilter: !a.extras.is_empty(),
                     filters: a.extras,
+                    tags: a.tags,
+                    date_from: a.date_from,
+                    date_to: a.date_to,
+                    path_prefix: a.path_prefix,
+                    // An agent's filter narrows the candidates, not the page.
+                    prefilter: true,
                     scope: a.scope,
                     user: None,
                     sort: None,
@@ -174,7 +179,7 @@ impl McpServer {
             tool(
                 "search",
                 "Search",
-                format!("Ranked sources (notes, documents, records) for a query, best first. Each hit has its id, title, score (top is 1.0), summary and up to three passage hints; a hint's `at` (`id:40-52`) is what `get` reads. `detail`: `ids` for a few tokens per hit, `hints` (default), `full` adds why each ranked. Narrow with `extras` (metadata values) or `scope` (ids). Spaces: {spaces}."),
+                format!("Ranked sources (notes, documents, records) for a query, best first. Each hit has its id, title, score (top is 1.0), summary and up to three passage hints; a hint's `at` (`id:40-52`) is what `get` reads. `detail`: `ids` for a few tokens per hit, `hints` (default), `full` adds why each ranked. Narrow with `tags`, `date_from` / `date_to`, `path_prefix` (a folder), `extras` (metadata values) or `scope` (ids). Spaces: {spaces}."),
                 schema_for_type::<SearchArgs>(),
                 schema_for_output::<SearchOut>(),
             ),

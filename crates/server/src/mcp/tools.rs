@@ -49,9 +49,21 @@ pub struct SearchArgs {
     #[serde(default)]
     pub detail: Detail,
     /// Only sources whose metadata (`extras`) has every one of these values, compared
-    /// case-insensitively, e.g. {"status": "draft"}. The page stays full.
+    /// case-insensitively, e.g. {"status": "draft"}. Every filter keeps the page full.
     #[serde(default)]
     pub extras: BTreeMap<String, String>,
+    /// Only sources carrying every one of these tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Only sources dated on or after this, e.g. `2024-05-01`.
+    #[serde(default)]
+    pub date_from: Option<String>,
+    /// Only sources dated on or before this (a bare date includes its whole day).
+    #[serde(default)]
+    pub date_to: Option<String>,
+    /// Only sources whose path starts with this, e.g. `journal/2024/`.
+    #[serde(default)]
+    pub path_prefix: Option<String>,
     /// Only these source ids (as `search` returns them).
     #[serde(default)]
     pub scope: Option<Vec<String>>,

@@ -138,3 +138,67 @@ async fn invalid_documents_are_refused_and_nothing_changes() {
         .join(finder_server::API_SOURCES)
         .exists());
 }
+
+#[tokio::test]
+async fn lines_read_any_source_where_its_hints_point() {
+    let (_tmp, app) = fixture();
+    let hits = call(
+        &app,
+        "POST",
+        "/v1/search",
+        json!({"query": "refresh token expired"}),
+        200,
+    )
+    .await;
+    let hint = &hits["hits"][0]["hints"][0];
+    let (start, end) = (
+        hint["extent"]["line_start"].as_u64().unwrap(),
+        hint["extent"]["line_end"].as_u64().unwrap(),
+    );
+    let path = format!("/v1/documents/tokens.md?lines={start}-{end}");
+    let lines = call(&app, "GET", &path, Value::Null, 200).await;
+    assert_eq!(
+        (lines["line_start"].as_u64(), lines["line_end"].as_u64()),
+        (Some(start), Some(end))
+    );
+    assert!(
+        lines["text"]
+            .as_str()
+            .unwrap()
+            .contains("the refresh token expired"),
+        "{lines}"
+    );
+    assert_eq!(lines["truncated"], false);
+    // A file source has no stored API form: without `lines` it is not a document.
+    call(&app, "GET", "/v1/documents/tokens.md", Value::Null, 404).await;
+    let bad = call(
+        &app,
+        "GET",
+        "/v1/documents/tokens.md?lines=x",
+        Value::Null,
+        400,
+    )
+    .await;
+    assert_eq!(bad["details"]["field"], "lines", "{bad}");
+    let gone = call(
+        &app,
+        "GET",
+        "/v1/documents/gone.md?lines=all",
+        Value::Null,
+        404,
+    )
+    .await;
+    assert_eq!(gone["code"], "unknown_target");
+    let date = call(
+        &app,
+        "POST",
+        "/v1/search",
+        json!({"query": "token", "date_from": "soon"}),
+        400,
+    )
+    .await;
+    assert!(
+        date["message"].as_str().unwrap().contains("not a date"),
+        "{date}"
+    );
+}

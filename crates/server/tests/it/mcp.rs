@@ -156,6 +156,20 @@ async fn tools_list_with_schemas_and_answer_in_both_forms() {
         assert_ne!(hit["id"], "tokens.md", "{hit}");
     }
 
+    let ops = post(
+        &app,
+        call(
+            9,
+            "search",
+            json!({"query": "release snapshots", "tags": ["OPS"], "path_prefix": "d"}),
+        ),
+        &[],
+    )
+    .await;
+    let hits = &ops.body["result"]["structuredContent"]["hits"];
+    assert_eq!(hits.as_array().unwrap().len(), 1, "{hits}");
+    assert_eq!(hits[0]["id"], "deploy.md", "{hits}");
+
     let status = post(&app, call(8, "status", json!({})), &[]).await;
     let space = &status.body["result"]["structuredContent"]["spaces"][0];
     assert_eq!(space["sources"], 4, "{space}");
@@ -172,6 +186,7 @@ async fn mistakes_answer_what_to_change() {
         (json!({"query": "x", "space": "nope"}), "unknown_space"),
         (json!({"query": "x", "limit": 0}), "limit"),
         (json!({"quer": "x"}), "unknown field `quer`"),
+        (json!({"query": "x", "date_to": "soon"}), "date_to"),
     ] {
         let r = post(&app, call(1, "search", arguments.clone()), &[]).await;
         let result = &r.body["result"];
