@@ -21,11 +21,14 @@ pub fn search(response: &SearchResponse, explain: bool) -> String {
         }
         for hint in &hit.hints {
             let e = hint.extent;
-            let lines = if e.line_start == e.line_end {
+            let mut lines = if e.line_start == e.line_end {
                 format!("L{}", e.line_start)
             } else {
                 format!("L{}-{}", e.line_start, e.line_end)
             };
+            if let Some(page) = e.page {
+                lines = format!("p{page} {lines}");
+            }
             let _ = writeln!(out, "    {lines:>9}: {}", hint.preview);
         }
         if explain {

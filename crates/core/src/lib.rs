@@ -19,7 +19,7 @@ pub mod settings;
 
 // What the other crates use, at the root; the rest is reached through its module.
 pub use bm25::{bm25_idf, bm25_length_norm, bm25_term_score, bm25_tf_score, Bm25Params};
-pub use embed::{embed_with_timeout, Embed};
+pub use embed::{embed_with_timeout, non_latin_script, Embed};
 pub use error::{SettingsError, SettingsErrorKind};
 pub use fusion::rrf;
 pub use graph::{

@@ -67,7 +67,8 @@ pub struct RankedList {
 }
 
 /// Where a fragment lies in its source file: bytes `[byte_start, byte_end)` and lines
-/// `line_start..=line_end` (one-based).
+/// `line_start..=line_end` (one-based). For a document read into text first (HTML, DOCX,
+/// Org, PDF) they count in that text, and a PDF's passages name their page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Extent {
@@ -75,6 +76,9 @@ pub struct Extent {
     pub byte_end: u64,
     pub line_start: u32,
     pub line_end: u32,
+    /// The page (one-based) of a PDF passage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
 }
 
 /// What a client sees of a source besides its text.

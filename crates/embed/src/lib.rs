@@ -138,6 +138,12 @@ impl finder_core::Embed for Embedder {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
         Embedder::embed(self, texts).map_err(|e| e.to_string())
     }
+
+    /// all-MiniLM-L6-v2 and the static model distilled from it learned English only; an HTTP
+    /// backend serves whatever model it names.
+    fn english_only(&self) -> bool {
+        matches!(self, Embedder::MiniLm(_) | Embedder::Static(_))
+    }
 }
 
 /// Loads the backend the settings name, ready to hand to the index: `Ok(None)` when the

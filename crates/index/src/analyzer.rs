@@ -1,5 +1,11 @@
 //! Text analysis: the stemmed word analyzer per language and the whole-word analyzer.
 //!
+//! With `index.language = "auto"` each word picks its stemmer and stop words by its script:
+//! Cyrillic words are Russian, the rest English, so a Russian note with English terms in it
+//! stems both halves right. From analysis 3, runs of Chinese, Japanese and Korean characters
+//! (which no space separates) become overlapping character bigrams, in documents and queries
+//! alike.
+//!
 //! The same analyzers tokenize documents at index time and queries at search time, so the
 //! lexical channel and its oracle tests see identical terms.
 
@@ -41,8 +47,12 @@ fn language(name: &str) -> Option<Language> {
 /// ([`crate::record::CommitInfo::analysis`]) and queries analyse words as it was written, so an
 /// index made by an older version keeps matching until a run rebuilds it (which any indexing
 /// run into it does). 1: until 2026-12-02; 2: plural acronyms fold to their singular
-/// ([`acronym_singular`]).
-pub const ANALYSIS: u32 = 2;
+/// ([`acronym_singular`]); 3: runs of CJK characters become character bigrams
+/// ([`CjkBigrams`]).
+pub const ANALYSIS: u32 = 3;
+
+/// The language that picks a stemmer per word by its script.
+pub const AUTO: &str = "auto";
 
 /// Words split on non-alphanumerics, plural acronyms made singular (from analysis 2),
 /// lowercased, accents folded, stop words dropped, stemmed.
@@ -60,13 +70,152 @@ pub(crate) fn word_analyzer_unremembering(lang: &str, analysis: u32) -> TextAnal
 /// [`word_analyzer`] whose stemmer remembers at most `memo_words` words.
 fn word_analyzer_remembering(lang: &str, analysis: u32, memo_words: usize) -> TextAnalyzer {
     let language = language(lang).unwrap_or(Language::English);
+    let mut stemmer = MemoStemmer::new(language, memo_words);
+    if lang == AUTO {
+        stemmer = stemmer.with_cyrillic(Language::Russian);
+    }
+    // Bigrams before the length limit: a run of CJK characters is one long token until split.
     TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(CjkBigrams { on: analysis >= 3 })
         .filter(RemoveLongFilter::limit(64))
         .filter(AcronymPlurals { on: analysis >= 2 })
         .filter(LowerCaser)
         .filter(AsciiFoldingFilter)
-        .filter(MemoStemmer::new(language, memo_words))
+        .filter(stemmer)
         .build()
+}
+
+/// Whether `c` is written in a script that does not put spaces between words: Han (Chinese
+/// characters, Japanese kanji), Hiragana, Katakana, Hangul.
+pub(crate) fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x1100..=0x11FF // Hangul Jamo
+        | 0x3040..=0x30FF // Hiragana, Katakana
+        | 0x3130..=0x318F // Hangul compatibility Jamo
+        | 0x31F0..=0x31FF // Katakana phonetic extensions
+        | 0x3400..=0x4DBF // Han extension A
+        | 0x4E00..=0x9FFF // Han
+        | 0xAC00..=0xD7AF // Hangul syllables
+        | 0xF900..=0xFAFF // Han compatibility
+        | 0xFF66..=0xFF9F // halfwidth Katakana
+        | 0x20000..=0x2FFFF) // Han extensions B and on
+}
+
+/// Splits a token holding CJK characters: each run of them becomes its overlapping character
+/// bigrams (a lone character stays a unigram), and the letters or digits between runs stay
+/// words. `東京都に住む` gives `東京 京都 都に に住 住む`, so a two-character query word finds
+/// the text that holds it. Lucene's CJK bigram filter does the same; a dictionary segmenter
+/// would give fewer, better terms for Chinese and Japanese, at the cost of a dictionary per
+/// language.
+#[derive(Clone, Copy)]
+struct CjkBigrams {
+    on: bool,
+}
+
+impl TokenFilter for CjkBigrams {
+    type Tokenizer<T: Tokenizer> = CjkBigramsFilter<T>;
+
+    fn transform<T: Tokenizer>(self, inner: T) -> CjkBigramsFilter<T> {
+        CjkBigramsFilter { on: self.on, inner }
+    }
+}
+
+#[derive(Clone)]
+struct CjkBigramsFilter<T> {
+    on: bool,
+    inner: T,
+}
+
+impl<T: Tokenizer> Tokenizer for CjkBigramsFilter<T> {
+    type TokenStream<'a> = CjkBigramsStream<T::TokenStream<'a>>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
+        CjkBigramsStream {
+            on: self.on,
+            tail: self.inner.token_stream(text),
+            pending: Vec::new(),
+            token: Token::default(),
+            position: 0,
+        }
+    }
+}
+
+struct CjkBigramsStream<S> {
+    on: bool,
+    tail: S,
+    /// The pieces of the last split token still to hand out, last first.
+    pending: Vec<Token>,
+    token: Token,
+    /// Positions handed out so far (the pieces of a split token take one each).
+    position: usize,
+}
+
+impl<S: TokenStream> CjkBigramsStream<S> {
+    /// The pieces of `token` in order: CJK runs as bigrams, other runs whole.
+    fn split(token: &Token) -> Vec<Token> {
+        let piece = |from: usize, to: usize| Token {
+            offset_from: token.offset_from + from,
+            offset_to: token.offset_from + to,
+            text: token.text[from..to].to_string(),
+            ..Token::default()
+        };
+        let mut pieces = Vec::new();
+        let chars: Vec<(usize, char)> = token.text.char_indices().collect();
+        let end_of = |i: usize| chars.get(i).map_or(token.text.len(), |&(at, _)| at);
+        let mut i = 0;
+        while i < chars.len() {
+            let cjk = is_cjk(chars[i].1);
+            let mut j = i;
+            while j < chars.len() && is_cjk(chars[j].1) == cjk {
+                j += 1;
+            }
+            if !cjk || j - i == 1 {
+                pieces.push(piece(chars[i].0, end_of(j)));
+            } else {
+                for (k, &(at, _)) in chars.iter().enumerate().take(j - 1).skip(i) {
+                    pieces.push(piece(at, end_of(k + 2)));
+                }
+            }
+            i = j;
+        }
+        pieces
+    }
+}
+
+impl<S: TokenStream> TokenStream for CjkBigramsStream<S> {
+    fn advance(&mut self) -> bool {
+        if let Some(next) = self.pending.pop() {
+            self.token = Token {
+                position: self.position,
+                ..next
+            };
+            self.position += 1;
+            return true;
+        }
+        if !self.tail.advance() {
+            return false;
+        }
+        let token = self.tail.token();
+        if self.on && token.text.chars().any(is_cjk) {
+            self.pending = Self::split(token);
+            self.pending.reverse();
+            return self.advance();
+        }
+        self.token = Token {
+            position: self.position,
+            ..token.clone()
+        };
+        self.position += 1;
+        true
+    }
+
+    fn token(&self) -> &Token {
+        &self.token
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        &mut self.token
+    }
 }
 
 /// The singular of a plural acronym, as written: `RNAs`, `miRNAs`, `GPUs`, `T3Rs`, `PhDs`
@@ -185,15 +334,60 @@ impl MemoStemmer {
     fn new(language: Language, memo_words: usize) -> MemoStemmer {
         MemoStemmer(Words {
             memo_words,
+            primary: Lexicon::of(language),
+            cyrillic: None,
+            memo: FastMap::default(),
+        })
+    }
+
+    /// Words holding a Cyrillic letter take `language`'s stemmer and stop words instead.
+    fn with_cyrillic(mut self, language: Language) -> MemoStemmer {
+        self.0.cyrillic = Some(Lexicon::of(language));
+        self
+    }
+}
+
+/// One language's stemmer and stop words.
+struct Lexicon {
+    stemmer: frostem::Stemmer,
+    /// The language's stop words as tantivy's filter over one whole word (none for a
+    /// language tantivy has no list for).
+    stop: Option<TextAnalyzer>,
+}
+
+impl Lexicon {
+    fn of(language: Language) -> Lexicon {
+        Lexicon {
             stemmer: frostem::Stemmer::new(algorithm(language)),
             stop: StopWordFilter::new(language).map(|stop| {
                 TextAnalyzer::builder(RawTokenizer::default())
                     .filter(stop)
                     .build()
             }),
-            memo: FastMap::default(),
-        })
+        }
     }
+
+    /// `word`'s stem, `None` for a stop word.
+    fn stem(&mut self, word: &str) -> Option<String> {
+        let stop = self
+            .stop
+            .as_mut()
+            .is_some_and(|stop| !stop.token_stream(word).advance());
+        (!stop).then(|| self.stemmer.stem(word).into_owned())
+    }
+}
+
+impl Clone for Lexicon {
+    fn clone(&self) -> Self {
+        Lexicon {
+            stemmer: self.stemmer,
+            stop: self.stop.clone(),
+        }
+    }
+}
+
+fn is_cyrillic(c: char) -> bool {
+    matches!(c as u32, 0x0400..=0x052F | 0x1C80..=0x1C8F | 0x2DE0..=0x2DFF | 0xA640..=0xA69F)
 }
 
 impl TokenFilter for MemoStemmer {
@@ -213,14 +407,13 @@ struct MemoStemmerFilter<T> {
     inner: T,
 }
 
-/// A [`MemoStemmer`]'s stemmer, stop words and memo.
+/// A [`MemoStemmer`]'s stemmers, stop words and memo.
 struct Words {
     /// The most words `memo` holds (0: none, and no probe).
     memo_words: usize,
-    stemmer: frostem::Stemmer,
-    /// The language's stop words as tantivy's filter over one whole word (none for a
-    /// language tantivy has no list for).
-    stop: Option<TextAnalyzer>,
+    primary: Lexicon,
+    /// For words holding a Cyrillic letter, when the language is `auto`.
+    cyrillic: Option<Lexicon>,
     /// Word → its stem, or `None` for a stop word (at most `memo_words` words).
     memo: FastMap<Box<str>, Option<Box<str>>>,
 }
@@ -229,8 +422,8 @@ impl Clone for Words {
     fn clone(&self) -> Self {
         Words {
             memo_words: self.memo_words,
-            stemmer: self.stemmer,
-            stop: self.stop.clone(),
+            primary: self.primary.clone(),
+            cyrillic: self.cyrillic.clone(),
             memo: FastMap::default(),
         }
     }
@@ -254,11 +447,11 @@ impl Words {
             word.push_str(stem);
             return true;
         }
-        let stop = self
-            .stop
-            .as_mut()
-            .is_some_and(|stop| !stop.token_stream(word).advance());
-        let stem = (!stop).then(|| self.stemmer.stem(word).into_owned());
+        let lexicon = match &mut self.cyrillic {
+            Some(cyrillic) if word.chars().any(is_cyrillic) => cyrillic,
+            _ => &mut self.primary,
+        };
+        let stem = lexicon.stem(word);
         if self.memo.len() < self.memo_words {
             self.memo
                 .insert(word.as_str().into(), stem.as_deref().map(Into::into));
@@ -521,6 +714,7 @@ mod tests {
     fn tantivy_word_analyzer(lang: &str) -> TextAnalyzer {
         let language = language(lang).unwrap_or(Language::English);
         let builder = TextAnalyzer::builder(SimpleTokenizer::default())
+            .filter(CjkBigrams { on: true })
             .filter(RemoveLongFilter::limit(64))
             .filter(AcronymPlurals { on: true })
             .filter(LowerCaser)
@@ -539,12 +733,70 @@ mod tests {
     use finder_core::LANGUAGES;
 
     #[test]
+    fn auto_stems_each_word_by_its_script() {
+        let mut auto = word_analyzer(AUTO, ANALYSIS);
+        let mut russian = word_analyzer("russian", ANALYSIS);
+        let mut english = word_analyzer("english", ANALYSIS);
+        let text = "Настройки сервера: the running servers и отличные результаты";
+        let want: Vec<String> = text
+            .split_whitespace()
+            .flat_map(|w| {
+                let analyzer = if w.chars().any(is_cyrillic) {
+                    &mut russian
+                } else {
+                    &mut english
+                };
+                terms(analyzer, w)
+            })
+            .collect();
+        assert_eq!(terms(&mut auto, text), want);
+        // A nominative and its genitive meet; English stop words and Russian ones both go.
+        assert_eq!(terms(&mut auto, "сервер"), terms(&mut auto, "сервера"));
+        assert_eq!(terms(&mut auto, "the и running"), vec!["run"]);
+    }
+
+    #[test]
+    fn cjk_runs_become_bigrams_in_place() {
+        let mut a = word_analyzer(AUTO, ANALYSIS);
+        assert_eq!(
+            terms(&mut a, "東京都に住む"),
+            vec!["東京", "京都", "都に", "に住", "住む"]
+        );
+        assert_eq!(terms(&mut a, "한국어 검색"), vec!["한국", "국어", "검색"]);
+        assert_eq!(
+            terms(&mut a, "Rust語 v2の本"),
+            vec!["rust", "語", "v2", "の本"]
+        );
+        // A run longer than the 64-byte word limit is split before the limit applies.
+        let long = "日本語の文章には単語の間に空白がないので検索の前に分ける必要がある";
+        assert_eq!(terms(&mut a, long).len(), long.chars().count() - 1);
+        let mut stream = a.token_stream("ab 東京都");
+        let mut seen = Vec::new();
+        while stream.advance() {
+            let t = stream.token();
+            seen.push((t.text.clone(), t.offset_from, t.offset_to, t.position));
+        }
+        assert_eq!(
+            seen,
+            vec![
+                ("ab".to_string(), 0, 2, 0),
+                ("東京".to_string(), 3, 9, 1),
+                ("京都".to_string(), 6, 12, 2)
+            ]
+        );
+        // Indexes of analysis 2 read their words as they were written.
+        let mut old = word_analyzer(AUTO, 2);
+        assert_eq!(terms(&mut old, "東京都"), vec!["東京都"]);
+    }
+
+    #[test]
     fn remembered_stems_are_tantivys_stems() {
         let text =
             "Running runners ran; the RUNNING runner runs. Nationalization nationalize und der \
                     généralement générale Häuser häuslich отличный отличные çalışmalar \
                     running runners ran nationalization";
-        for lang in LANGUAGES {
+        // `auto` is english with Russian for Cyrillic words (`auto_stems_each_word_by_its_script`).
+        for lang in LANGUAGES.iter().filter(|&&l| l != AUTO) {
             let mut memo = word_analyzer(lang, ANALYSIS);
             let mut unremembering = word_analyzer_unremembering(lang, ANALYSIS);
             let mut plain = tantivy_word_analyzer(lang);
@@ -574,7 +826,9 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn the_memo_stemmer_is_the_stemmer(
-            lang in proptest::sample::select(LANGUAGES),
+            lang in proptest::sample::select(
+                LANGUAGES.iter().copied().filter(|&l| l != AUTO).collect::<Vec<_>>()
+            ),
             texts in proptest::collection::vec(
                 proptest::collection::vec(
                     proptest::prop_oneof![

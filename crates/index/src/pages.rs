@@ -16,9 +16,9 @@
 //! segment a later merge made) is read from the store as before, and so is any record a
 //! file cannot decode.
 //!
-//! Layout, little-endian: the magic `FNDPAGE1`, the segment's document count `n` (u32), four
+//! Layout, little-endian: the magic `FNDPAGE2`, the segment's document count `n` (u32), four
 //! zero bytes, `n + 1` offsets (u64) into the records that follow, then the records. A record:
-//! the body (a string), the extent (two u64, two u32), a byte saying whether the source
+//! the body (a string), the extent (two u64, three u32: lines and the page, 0 for none), a byte saying whether the source
 //! follows, and the source's id, title, path, date (a flag byte, then the string), tags (u32
 //! count, strings), extras (u32 count, key and value strings) and summary. A string is its
 //! byte length (u32) and its UTF-8 bytes.
@@ -42,7 +42,7 @@ use crate::schema::Fields;
 use crate::stored::StoredHead;
 use crate::{store_error, IndexError, Result};
 
-const MAGIC: &[u8; 8] = b"FNDPAGE1";
+const MAGIC: &[u8; 8] = b"FNDPAGE2";
 const HEADER_BYTES: usize = 16;
 
 /// A fragment's stored text and what a page shows of its record.
@@ -262,6 +262,7 @@ fn encode_parts(
     out.extend_from_slice(&e.byte_end.to_le_bytes());
     out.extend_from_slice(&e.line_start.to_le_bytes());
     out.extend_from_slice(&e.line_end.to_le_bytes());
+    out.extend_from_slice(&e.page.unwrap_or(0).to_le_bytes());
     let Some((id, envelope, summary)) = source else {
         out.push(0);
         return;
@@ -310,6 +311,7 @@ fn decode(bytes: OwnedBytes) -> Option<Stored> {
         byte_end: r.u64()?,
         line_start: r.u32()?,
         line_end: r.u32()?,
+        page: Some(r.u32()?).filter(|&p| p > 0),
     };
     let source = match r.byte()? {
         0 => None,
@@ -667,6 +669,7 @@ mod tests {
                 byte_end: 1 << 40,
                 line_start: 2,
                 line_end: u32::MAX,
+                page: Some(3),
             },
             source,
         }

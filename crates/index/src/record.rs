@@ -109,6 +109,7 @@ mod tests {
                 byte_end: 90,
                 line_start: 2,
                 line_end: 4,
+                page: None,
             },
             heading: Some("Methods".into()),
             source,

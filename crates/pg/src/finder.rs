@@ -531,6 +531,7 @@ impl PgQuery<'_> {
                     byte_end: r.get::<_, i64>(2) as u64,
                     line_start: r.get::<_, i32>(3) as u32,
                     line_end: r.get::<_, i32>(4) as u32,
+                    page: None,
                 },
             )
         }))

@@ -274,7 +274,7 @@
       const lines = document.createElement("span");
       lines.className = "lines";
       const e = hint.extent;
-      lines.textContent = e.line_start === e.line_end ? "L" + e.line_start : "L" + e.line_start + "–" + e.line_end;
+      lines.textContent = (e.page ? "p" + e.page + " " : "") + (e.line_start === e.line_end ? "L" + e.line_start : "L" + e.line_start + "–" + e.line_end);
       lines.title = "Lines " + e.line_start + "–" + e.line_end + " (bytes " + e.byte_start + "–" + e.byte_end + ") of " + (hit.envelope.path || hit.id);
       const text = document.createElement("span");
       text.className = "preview";

@@ -27,7 +27,7 @@ pub const DEFAULT_ROLLUP_WEIGHTS: [f64; 3] = [1.0, 0.1, 0.05];
 pub const DEFAULT_PREVIEW_CHARS: usize = 240;
 pub const DEFAULT_FRAGMENT_MAX_CHARS: usize = 3200;
 pub const DEFAULT_SUMMARY_MAX_CHARS: usize = 280;
-pub const DEFAULT_LANGUAGE: &str = "english";
+pub const DEFAULT_LANGUAGE: &str = "auto";
 pub const DEFAULT_MAX_VECTOR_DISTANCE: f32 = 0.9;
 pub const DEFAULT_EF_SEARCH: usize = 128;
 pub const DEFAULT_QUERY_EMBED_TIMEOUT_MS: u64 = 2_000;
@@ -37,8 +37,10 @@ pub const DEFAULT_EMBED_BATCH_SIZE: usize = 32;
 /// Vector length of the `precomputed` backend (MiniLM's).
 pub const DEFAULT_PRECOMPUTED_DIM: usize = 384;
 
-/// Languages with a stemmer and a stop list.
+/// Languages with a stemmer and a stop list; `auto` picks them per word by its script
+/// (Cyrillic words Russian, the rest English).
 pub const LANGUAGES: &[&str] = &[
+    "auto",
     "english",
     "danish",
     "dutch",

@@ -480,6 +480,14 @@ impl QueryRun<'_> {
         if query.trim().is_empty() {
             return Ok(ChannelOutcome::Skipped("the query is empty".into()));
         }
+        if embedder.english_only() {
+            if let Some(script) = finder_core::non_latin_script(query) {
+                return Ok(ChannelOutcome::Skipped(format!(
+                    "the query is mostly {script} and `{}` knows English only; for other languages set embed.backend = \"http\" with a multilingual model (README, \"Languages and formats\")",
+                    embedder.model_id()
+                )));
+            }
+        }
         let started = Instant::now();
         let timeout = Duration::from_millis(settings.vector.query_embed_timeout_ms);
         let embedded = finder_core::embed_with_timeout(embedder, query.to_string(), timeout);

@@ -60,6 +60,7 @@ pub fn fragment(body: &str, base_byte: u64, base_line: u32, max_chars: usize) ->
                 line_start: line_of(start),
                 // `end - 1` is the last byte of the text, never a newline (the text is trimmed).
                 line_end: line_of(end - 1),
+                page: None,
             },
         })
         .collect()

@@ -2,6 +2,7 @@
 //! sources with fragments, streaming them and the problems met in a deterministic order.
 
 mod boundary;
+mod formats;
 mod fragment;
 mod front_matter;
 mod markdown;

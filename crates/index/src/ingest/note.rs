@@ -1,10 +1,12 @@
-//! One note file (Markdown or plain text) to a source: UTF-8 check, BOM, front matter,
-//! title, summary and fragments.
+//! One note file to a source: for Markdown or plain text the UTF-8 check, BOM, front
+//! matter, title, summary and fragments; HTML, DOCX, Org and PDF are read into Markdown-shaped
+//! text first (`formats`).
 
 use std::path::Path;
 
 use finder_core::{Envelope, IndexSettings};
 
+use super::formats::{self, Converted, Format};
 use super::front_matter;
 use super::markdown::{blocks, BlockKind};
 use super::summary::strip_inline;
@@ -42,6 +44,9 @@ pub(crate) fn note_from_bytes(
     origin: &str,
     settings: &IndexSettings,
 ) -> Vec<Result<SourceDoc, Problem>> {
+    if let Some(format) = formats::format_of(id) {
+        return vec![document(id, format, bytes, origin, settings)];
+    }
     let line_of = |at: usize| 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
     if bytes.starts_with(&[0xff, 0xfe]) || bytes.starts_with(&[0xfe, 0xff]) {
         return vec![Err(problem(
@@ -114,6 +119,53 @@ pub(crate) fn note_from_bytes(
     })];
     out.extend(problems);
     out
+}
+
+/// A document of another format: read into text, then a source like a note's, its
+/// fragments numbered by the lines of that text.
+fn document(
+    id: &str,
+    format: Format,
+    bytes: &[u8],
+    origin: &str,
+    settings: &IndexSettings,
+) -> Result<SourceDoc, Problem> {
+    let Converted {
+        text,
+        title,
+        date,
+        tags,
+        summary,
+        extras,
+        page_lines,
+    } = formats::convert(format, bytes).map_err(|reason| problem(id.to_string(), reason, id))?;
+    let mut fragments = fragment(&text, 0, 1, settings.fragment_max_chars);
+    for f in &mut fragments {
+        f.extent.page = formats::page_of(&page_lines, f.extent.line_start);
+    }
+    Ok(SourceDoc {
+        vector: None,
+        entity: false,
+        aliases: Vec::new(),
+        relations: Vec::new(),
+        id: id.to_string(),
+        origin: origin.to_string(),
+        envelope: Envelope {
+            title: clip_title(
+                title
+                    .filter(|t| !t.is_empty())
+                    .or_else(|| first_title(&text))
+                    .unwrap_or_else(|| stem(id)),
+            ),
+            path: id.to_string(),
+            date,
+            tags,
+            extras,
+        },
+        summary: summary.unwrap_or_else(|| derive_summary(&text, settings.summary_max_chars)),
+        hash: blake3::hash(bytes).to_hex().to_string(),
+        fragments,
+    })
 }
 
 fn problem(place: String, reason: String, id: &str) -> Problem {

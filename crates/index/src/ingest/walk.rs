@@ -21,6 +21,7 @@ pub(super) fn is_note_name(name: &str) -> bool {
     [".md", ".markdown", ".txt"]
         .iter()
         .any(|ext| lower.ends_with(ext))
+        || super::formats::format_of(&lower).is_some()
 }
 
 /// The bytes of the note files under `root`, counted until the sum passes `limit` (the walk

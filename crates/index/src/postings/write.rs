@@ -13,7 +13,7 @@ use tantivy::schema::{Field, Schema, Value};
 use tantivy::tokenizer::{TextAnalyzer, TokenStream};
 use tantivy::{DocId, PluginWriter, Segment, TantivyDocument, TantivyError};
 
-use crate::analyzer::WholeWords;
+use crate::analyzer::{is_cjk, WholeWords};
 use crate::files::POSTINGS_EXTENSION;
 use crate::slots::{short_key, SlotKey, SlotTable};
 
@@ -162,7 +162,12 @@ impl FieldWriter {
         if !stream.advance() {
             return NO_TERM;
         }
-        let term = stream.token().text.as_str();
+        let term = stream.token().text.clone();
+        drop(stream);
+        self.term_id(&term)
+    }
+
+    fn term_id(&mut self, term: &str) -> u32 {
         let key = short_key(term);
         match self.ids.get_keyed(term, key) {
             Some(id) => id,
@@ -174,14 +179,34 @@ impl FieldWriter {
         }
     }
 
-    /// The term ids of `words` to the current document's.
-    pub(super) fn push_words<'t>(&mut self, words: impl Iterator<Item = &'t str>) {
-        for word in words {
+    /// Calls `each` with the term ids of one alphanumeric run: one (remembered) for most
+    /// words; for a run of CJK characters its bigrams, each analysed every time.
+    pub(super) fn each_id_of(&mut self, word: &str, mut each: impl FnMut(u32)) {
+        if word.is_ascii() || !word.chars().any(is_cjk) {
             let id = self.id_of(word);
             if id != NO_TERM {
-                self.doc_terms.push(id);
+                each(id);
             }
+            return;
         }
+        let mut terms = Vec::new();
+        let mut stream = self.analyzer.token_stream(word);
+        while stream.advance() {
+            terms.push(stream.token().text.clone());
+        }
+        drop(stream);
+        for term in terms {
+            each(self.term_id(&term));
+        }
+    }
+
+    /// The term ids of `words` to the current document's.
+    pub(super) fn push_words<'t>(&mut self, words: impl Iterator<Item = &'t str>) {
+        let mut ids = std::mem::take(&mut self.doc_terms);
+        for word in words {
+            self.each_id_of(word, |id| ids.push(id));
+        }
+        self.doc_terms = ids;
     }
 
     /// Indexes `texts` (the field's values in one document) as the document after the last.
@@ -436,10 +461,7 @@ impl BothFields {
         let at = self.lists.len();
         self.lists.push(0);
         for part in alphanumeric_runs(word) {
-            let id = words.id_of(part);
-            if id != NO_TERM {
-                self.lists.push(id);
-            }
+            words.each_id_of(part, |id| self.lists.push(id));
         }
         let count = self.lists.len() - at - 1;
         let parts = match count {

@@ -3,6 +3,7 @@
 
 mod bad_inputs;
 mod bm25;
+mod formats;
 mod graph;
 mod graph_layer;
 mod indexing;

@@ -12,6 +12,8 @@ use crate::support::{record, Fixture};
 
 /// Hashes words into 64 buckets: texts that share words get close vectors.
 struct BagOfWords {
+    /// Says it knows English only, as the default model does.
+    english_only: bool,
     id: String,
     /// Fail every call after this many (to simulate a crash mid-build or a dead backend).
     fail_after: Option<usize>,
@@ -22,6 +24,7 @@ struct BagOfWords {
 impl BagOfWords {
     fn new(id: &str) -> BagOfWords {
         BagOfWords {
+            english_only: false,
             id: id.into(),
             fail_after: None,
             calls: AtomicUsize::new(0),
@@ -37,6 +40,10 @@ impl Embed for BagOfWords {
 
     fn dim(&self) -> usize {
         64
+    }
+
+    fn english_only(&self) -> bool {
+        self.english_only
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
@@ -562,4 +569,36 @@ fn a_build_reports_embedding_then_the_graph_each_up_to_its_total() {
         again.last(),
         Some(&VectorProgress::Graph { done: 0, total: 0 })
     );
+}
+
+#[test]
+fn an_english_model_sits_out_queries_in_other_scripts_and_says_why() {
+    let fx = Fixture::new();
+    let input = corpus(&fx, 8);
+    fx.index(&[&input], &Settings::default());
+    let model = BagOfWords {
+        english_only: true,
+        ..BagOfWords::new("english-bow")
+    };
+    build_vectors(&fx.index_dir(), &small_batches(), &model, &mut |_| {}).unwrap();
+    let finder = open_with(&fx, Arc::new(model));
+    let s = finder.settings().clone();
+    let english = finder.search("database backup", &s, 0, 5).unwrap();
+    assert_eq!(vector_report(&english).0, ChannelStatus::Ran);
+    for (query, script) in [
+        ("резервная копия базы", "Cyrillic"),
+        ("データベースのバックアップ", "CJK"),
+    ] {
+        let r = finder.search(query, &s, 0, 5).unwrap();
+        let (status, reason, _) = vector_report(&r);
+        assert_eq!(status, ChannelStatus::Skipped, "{query}");
+        let reason = reason.unwrap();
+        assert!(
+            reason.contains(script) && reason.contains("multilingual"),
+            "{reason}"
+        );
+    }
+    // Mostly English with one foreign word: the model still reads it.
+    let mixed = finder.search("database backup копия", &s, 0, 5).unwrap();
+    assert_eq!(vector_report(&mixed).0, ChannelStatus::Ran);
 }

@@ -154,6 +154,9 @@ pub struct HintOut {
     pub at: String,
     pub line_start: u32,
     pub line_end: u32,
+    /// The page of a PDF passage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
     pub preview: String,
 }
 
@@ -267,6 +270,7 @@ fn hit_out(hit: Hit, detail: Detail) -> HitOut {
                 at: at(&hit.id, h.extent.line_start, h.extent.line_end),
                 line_start: h.extent.line_start,
                 line_end: h.extent.line_end,
+                page: h.extent.page,
                 preview: h.preview.clone(),
             })
             .collect()

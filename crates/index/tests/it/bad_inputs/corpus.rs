@@ -526,10 +526,128 @@ pub fn note_cases(rng: &mut Rng, first_marker: usize, big: bool) -> Vec<NoteCase
         );
     }
 
+    documents(out, rng);
     if big {
         big_notes(out, rng);
     }
     notes.out
+}
+
+/// Documents of the other formats gone wrong: random bytes and zip headers named `.pdf` and
+/// `.docx` (refused with the format named), HTML with nothing readable (refused), tag soup
+/// and broken Org around a marker (read as far as they go).
+fn documents(out: &mut Notes, rng: &mut Rng) {
+    for i in 0..6 {
+        let mut pdf = b"%PDF-1.7\n".to_vec();
+        pdf.extend({
+            let n = rng.range(0, 4096);
+            rng.bytes(n)
+        });
+        let refused = |reason| Some(Expect::Refused { line: None, reason });
+        out.push(
+            "document",
+            format!("doc-{i}.pdf"),
+            pdf,
+            refused("PDF file"),
+            false,
+        );
+        let docx = if i % 2 == 0 {
+            {
+                let n = rng.range(0, 2048);
+                rng.bytes(n)
+            }
+        } else {
+            let mut zip = b"PK\x03\x04".to_vec();
+            zip.extend({
+                let n = rng.range(0, 2048);
+                rng.bytes(n)
+            });
+            zip
+        };
+        out.push(
+            "document",
+            format!("doc-{i}.docx"),
+            docx,
+            refused("DOCX file"),
+            false,
+        );
+        let empty = [
+            "",
+            "<html></html>",
+            "<script>only()</script>",
+            "<style>p{}</style><nav>x</nav>",
+        ];
+        out.push(
+            "document",
+            format!("doc-empty-{i}.html"),
+            {
+                let e: &&str = rng.pick(&empty);
+                e.as_bytes().to_vec()
+            },
+            refused("HTML file"),
+            false,
+        );
+        let soup = [
+            "<div><p>",
+            "<b>",
+            "</i>",
+            "<table><td>",
+            "<h2>",
+            "&amp;",
+            "<li>",
+            "\u{200f}",
+        ];
+        let mut html = String::new();
+        let rounds = rng.range(1, 40);
+        for _ in 0..rounds {
+            let piece: &&str = rng.pick(&soup);
+            html.push_str(piece);
+            html.push_str(&{
+                let n = rng.range(0, 4);
+                rng.words(n)
+            });
+        }
+        html.push_str(&format!("<p>{}</p>", out.next_marker()));
+        out.push(
+            "document",
+            format!("doc-soup-{i}.html"),
+            html.into_bytes(),
+            Some(Expect::Source),
+            true,
+        );
+        let pieces = [
+            "* ",
+            "** TODO ",
+            ":PROPERTIES:\n",
+            ":END:\n",
+            "#+BEGIN_SRC\n",
+            "[[",
+            "]]",
+            "][",
+            "#+TITLE:",
+            "\n",
+            "- [ ] ",
+            "<2024-01-01>",
+        ];
+        let mut org = String::new();
+        let rounds = rng.range(1, 40);
+        for _ in 0..rounds {
+            let piece: &&str = rng.pick(&pieces);
+            org.push_str(piece);
+            org.push_str(&{
+                let n = rng.range(0, 4);
+                rng.words(n)
+            });
+        }
+        org.push_str(&format!("\n\n{}\n", out.next_marker()));
+        out.push(
+            "document",
+            format!("doc-{i}.org"),
+            org.into_bytes(),
+            Some(Expect::Source),
+            true,
+        );
+    }
 }
 
 /// The cases made so far and the next marker number.
