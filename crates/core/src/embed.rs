@@ -18,37 +18,6 @@ pub trait Embed: Send + Sync {
     }
 }
 
-/// The script most of `text`'s letters are in, when it is not Latin: `Some("Cyrillic")`,
-/// `Some("CJK")`, `Some("another non-Latin script")`; `None` for Latin text or no letters.
-pub fn non_latin_script(text: &str) -> Option<&'static str> {
-    let (mut latin, mut cyrillic, mut cjk, mut other) = (0usize, 0usize, 0usize, 0usize);
-    for c in text.chars().filter(|c| c.is_alphabetic()) {
-        match c as u32 {
-            0..=0x024F | 0x1E00..=0x1EFF => latin += 1,
-            0x0400..=0x052F => cyrillic += 1,
-            0x1100..=0x11FF
-            | 0x3040..=0x30FF
-            | 0x3130..=0x318F
-            | 0x3400..=0x4DBF
-            | 0x4E00..=0x9FFF
-            | 0xAC00..=0xD7AF
-            | 0xF900..=0xFAFF => cjk += 1,
-            _ => other += 1,
-        }
-    }
-    let non_latin = cyrillic + cjk + other;
-    if non_latin <= latin {
-        return None;
-    }
-    Some(if cyrillic >= cjk.max(other) {
-        "Cyrillic"
-    } else if cjk >= other {
-        "CJK"
-    } else {
-        "another non-Latin script"
-    })
-}
-
 /// Embeds one query on another thread and gives up after `timeout`: a slow model or server
 /// costs the query its vector list, never its answer. The error says why, for the channel's
 /// `degraded` report.

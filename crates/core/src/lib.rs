@@ -15,11 +15,12 @@ pub mod pipeline;
 pub mod refine;
 pub mod response;
 pub mod rollup;
+pub mod script;
 pub mod settings;
 
 // What the other crates use, at the root; the rest is reached through its module.
 pub use bm25::{bm25_idf, bm25_length_norm, bm25_term_score, bm25_tf_score, Bm25Params};
-pub use embed::{embed_with_timeout, non_latin_script, Embed};
+pub use embed::{embed_with_timeout, Embed};
 pub use error::{SettingsError, SettingsErrorKind};
 pub use fusion::rrf;
 pub use graph::{
@@ -40,6 +41,7 @@ pub use refine::{
 };
 pub use response::{ChannelStatus, Diagnostics, Hit, SearchResponse, StageTime};
 pub use rollup::rollup;
+pub use script::{is_cjk, is_cyrillic, non_latin_script};
 pub use settings::{
     EmbedBackend, EmbedSettings, IndexSettings, LexicalSettings, Settings, StorageBackend,
     StorageSettings, TrigramMode, DEFAULT_FRAGMENT_MAX_CHARS, LANGUAGES,

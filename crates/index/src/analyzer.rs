@@ -9,7 +9,7 @@
 //! The same analyzers tokenize documents at index time and queries at search time, so the
 //! lexical channel and its oracle tests see identical terms.
 
-use finder_core::FastMap;
+use finder_core::{is_cjk, is_cyrillic, FastMap};
 use frostem::Algorithm;
 use tantivy::tokenizer::{
     AsciiFoldingFilter, Language, LowerCaser, RawTokenizer, RemoveLongFilter, SimpleTokenizer,
@@ -85,22 +85,6 @@ fn word_analyzer_remembering(lang: &str, analysis: u32, memo_words: usize) -> Te
         .build()
 }
 
-/// Whether `c` is written in a script that does not put spaces between words: Han (Chinese
-/// characters, Japanese kanji), Hiragana, Katakana, Hangul.
-pub(crate) fn is_cjk(c: char) -> bool {
-    matches!(c as u32,
-        0x1100..=0x11FF // Hangul Jamo
-        | 0x3040..=0x30FF // Hiragana, Katakana
-        | 0x3130..=0x318F // Hangul compatibility Jamo
-        | 0x31F0..=0x31FF // Katakana phonetic extensions
-        | 0x3400..=0x4DBF // Han extension A
-        | 0x4E00..=0x9FFF // Han
-        | 0xAC00..=0xD7AF // Hangul syllables
-        | 0xF900..=0xFAFF // Han compatibility
-        | 0xFF66..=0xFF9F // halfwidth Katakana
-        | 0x20000..=0x2FFFF) // Han extensions B and on
-}
-
 /// Splits a token holding CJK characters: each run of them becomes its overlapping character
 /// bigrams (a lone character stays a unigram), and the letters or digits between runs stay
 /// words. `東京都に住む` gives `東京 京都 都に に住 住む`, so a two-character query word finds
@@ -135,7 +119,8 @@ impl<T: Tokenizer> Tokenizer for CjkBigramsFilter<T> {
             tail: self.inner.token_stream(text),
             pending: Vec::new(),
             token: Token::default(),
-            position: 0,
+            split: false,
+            shift: 0,
         }
     }
 }
@@ -145,9 +130,12 @@ struct CjkBigramsStream<S> {
     tail: S,
     /// The pieces of the last split token still to hand out, last first.
     pending: Vec<Token>,
+    /// The piece handed out last, when `split`; otherwise the tail's token is the current
+    /// one, passed through in place.
     token: Token,
-    /// Positions handed out so far (the pieces of a split token take one each).
-    position: usize,
+    split: bool,
+    /// Positions the splits so far added: a token split in `n` pieces takes `n` positions.
+    shift: usize,
 }
 
 impl<S: TokenStream> CjkBigramsStream<S> {
@@ -185,36 +173,42 @@ impl<S: TokenStream> CjkBigramsStream<S> {
 impl<S: TokenStream> TokenStream for CjkBigramsStream<S> {
     fn advance(&mut self) -> bool {
         if let Some(next) = self.pending.pop() {
-            self.token = Token {
-                position: self.position,
-                ..next
-            };
-            self.position += 1;
+            self.token = next;
             return true;
         }
         if !self.tail.advance() {
             return false;
         }
-        let token = self.tail.token();
-        if self.on && token.text.chars().any(is_cjk) {
-            self.pending = Self::split(token);
-            self.pending.reverse();
-            return self.advance();
+        let token = self.tail.token_mut();
+        token.position += self.shift;
+        self.split = self.on && !token.text.is_ascii() && token.text.chars().any(is_cjk);
+        if !self.split {
+            return true;
         }
-        self.token = Token {
-            position: self.position,
-            ..token.clone()
-        };
-        self.position += 1;
-        true
+        let mut pieces = Self::split(token);
+        for (k, piece) in pieces.iter_mut().enumerate() {
+            piece.position = token.position + k;
+        }
+        self.shift += pieces.len().saturating_sub(1);
+        pieces.reverse();
+        self.pending = pieces;
+        self.advance()
     }
 
     fn token(&self) -> &Token {
-        &self.token
+        if self.split {
+            &self.token
+        } else {
+            self.tail.token()
+        }
     }
 
     fn token_mut(&mut self) -> &mut Token {
-        &mut self.token
+        if self.split {
+            &mut self.token
+        } else {
+            self.tail.token_mut()
+        }
     }
 }
 
@@ -384,10 +378,6 @@ impl Clone for Lexicon {
             stop: self.stop.clone(),
         }
     }
-}
-
-fn is_cyrillic(c: char) -> bool {
-    matches!(c as u32, 0x0400..=0x052F | 0x1C80..=0x1C8F | 0x2DE0..=0x2DFF | 0xA640..=0xA69F)
 }
 
 impl TokenFilter for MemoStemmer {

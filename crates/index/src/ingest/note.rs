@@ -84,39 +84,21 @@ pub(crate) fn note_from_bytes(
         .collect();
     let body_start = skip + split.body_start;
     let body = &text[body_start..];
-    let fields = split.fields;
-    let title = clip_title(
-        fields
-            .title
-            .or_else(|| first_title(body))
-            .unwrap_or_else(|| stem(id)),
+    let fragments = fragment(
+        body,
+        body_start as u64,
+        split.body_line,
+        settings.fragment_max_chars,
     );
-    let summary = fields
-        .summary
-        .unwrap_or_else(|| derive_summary(body, settings.summary_max_chars));
-    let mut out = vec![Ok(SourceDoc {
-        vector: None,
-        entity: false,
-        aliases: Vec::new(),
-        relations: Vec::new(),
-        id: id.to_string(),
-        origin: origin.to_string(),
-        envelope: Envelope {
-            title,
-            path: id.to_string(),
-            date: fields.date,
-            tags: fields.tags,
-            extras: fields.extras,
-        },
-        summary,
-        hash: blake3::hash(bytes).to_hex().to_string(),
-        fragments: fragment(
-            body,
-            body_start as u64,
-            split.body_line,
-            settings.fragment_max_chars,
-        ),
-    })];
+    let mut out = vec![Ok(source(
+        id,
+        origin,
+        bytes,
+        body,
+        split.fields,
+        fragments,
+        settings,
+    ))];
     out.extend(problems);
     out
 }
@@ -143,7 +125,30 @@ fn document(
     for f in &mut fragments {
         f.extent.page = formats::page_of(&page_lines, f.extent.line_start);
     }
-    Ok(SourceDoc {
+    let fields = front_matter::Fields {
+        title: title.filter(|t| !t.is_empty()),
+        date,
+        tags,
+        summary,
+        extras,
+    };
+    Ok(source(
+        id, origin, bytes, &text, fields, fragments, settings,
+    ))
+}
+
+/// The source of a file whose text is `body`: what its own fields say, the rest derived (the
+/// title from the first level-one heading or the file name, the summary from the text).
+fn source(
+    id: &str,
+    origin: &str,
+    bytes: &[u8],
+    body: &str,
+    fields: front_matter::Fields,
+    fragments: Vec<crate::document::FragmentDoc>,
+    settings: &IndexSettings,
+) -> SourceDoc {
+    SourceDoc {
         vector: None,
         entity: false,
         aliases: Vec::new(),
@@ -152,20 +157,22 @@ fn document(
         origin: origin.to_string(),
         envelope: Envelope {
             title: clip_title(
-                title
-                    .filter(|t| !t.is_empty())
-                    .or_else(|| first_title(&text))
+                fields
+                    .title
+                    .or_else(|| first_title(body))
                     .unwrap_or_else(|| stem(id)),
             ),
             path: id.to_string(),
-            date,
-            tags,
-            extras,
+            date: fields.date,
+            tags: fields.tags,
+            extras: fields.extras,
         },
-        summary: summary.unwrap_or_else(|| derive_summary(&text, settings.summary_max_chars)),
+        summary: fields
+            .summary
+            .unwrap_or_else(|| derive_summary(body, settings.summary_max_chars)),
         hash: blake3::hash(bytes).to_hex().to_string(),
         fragments,
-    })
+    }
 }
 
 fn problem(place: String, reason: String, id: &str) -> Problem {

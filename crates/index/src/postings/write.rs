@@ -4,7 +4,7 @@
 use std::any::Any;
 use std::io::{self, Write};
 
-use finder_core::FastMap;
+use finder_core::{is_cjk, FastMap};
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::index::SegmentComponent;
 use tantivy::indexer::doc_id_mapping::DocIdMapping;
@@ -13,7 +13,7 @@ use tantivy::schema::{Field, Schema, Value};
 use tantivy::tokenizer::{TextAnalyzer, TokenStream};
 use tantivy::{DocId, PluginWriter, Segment, TantivyDocument, TantivyError};
 
-use crate::analyzer::{is_cjk, WholeWords};
+use crate::analyzer::WholeWords;
 use crate::files::POSTINGS_EXTENSION;
 use crate::slots::{short_key, SlotKey, SlotTable};
 

@@ -35,6 +35,9 @@ use crate::wire::{ContextRequest, RecommendRequest, SearchRequest, SourceLines};
 pub use tools::Detail;
 use tools::*;
 
+/// The tools `McpServer::tools` lists, by name.
+const TOOLS: &[&str] = &["search", "context", "get", "recommend", "status"];
+
 /// The MCP server over the given spaces. Cheap to clone: the HTTP transport makes one per
 /// session, all sharing the spaces (and so the opened indexes and the loaded model).
 #[derive(Clone)]
@@ -275,7 +278,7 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        if !self.tools().iter().any(|t| t.name == name) {
+        if !TOOLS.contains(&name.as_str()) {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool `{name}`: the tools are search, context, get, recommend and status"),
                 None,
