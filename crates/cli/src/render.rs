@@ -121,7 +121,16 @@ pub fn status(s: &Status) -> String {
         "size:      {:.1} MiB",
         s.size_bytes as f64 / (1024.0 * 1024.0)
     );
-    let _ = writeln!(out, "language:  {}", s.settings.language);
+    if s.languages.is_empty() {
+        let _ = writeln!(out, "language:  {}", s.settings.language);
+    } else {
+        let _ = writeln!(
+            out,
+            "language:  {} (detected besides English: {})",
+            s.settings.language,
+            s.languages.join(", ")
+        );
+    }
     if s.analysis != finder_index::ANALYSIS {
         let _ = writeln!(
             out,

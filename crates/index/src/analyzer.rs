@@ -1,8 +1,10 @@
 //! Text analysis: the stemmed word analyzer per language and the whole-word analyzer.
 //!
 //! With `index.language = "auto"` each word picks its stemmer and stop words by its script:
-//! Cyrillic words are Russian, the rest English, so a Russian note with English terms in it
-//! stems both halves right. From analysis 3, runs of Chinese, Japanese and Korean characters
+//! Cyrillic words are Russian, and Latin words take the language detected for their source
+//! ([`source_language`]: German, French, Spanish and the other Snowball languages; English when
+//! no other is clear), so a Russian note with English terms in it stems both halves right and a
+//! German note stems as German. Queries are analysed once per language the index holds. From analysis 3, runs of Chinese, Japanese and Korean characters
 //! (which no space separates) become overlapping character bigrams, in documents and queries
 //! alike.
 //!
@@ -48,28 +50,120 @@ fn language(name: &str) -> Option<Language> {
 /// index made by an older version keeps matching until a run rebuilds it (which any indexing
 /// run into it does). 1: until 2026-12-02; 2: plural acronyms fold to their singular
 /// ([`acronym_singular`]); 3: runs of CJK characters become character bigrams
-/// ([`CjkBigrams`]).
-pub const ANALYSIS: u32 = 3;
+/// ([`CjkBigrams`]); 4: under `auto`, a source's Latin words take its detected language
+/// ([`source_language`]).
+pub const ANALYSIS: u32 = 4;
 
 /// The language that picks a stemmer per word by its script.
 pub const AUTO: &str = "auto";
 
+/// The languages besides English whose Latin words `auto` stems by a source's detected
+/// language: whatlang's code and the stemmer's name.
+const DETECTED: [(whatlang::Lang, &str); 13] = [
+    (whatlang::Lang::Dan, "danish"),
+    (whatlang::Lang::Nld, "dutch"),
+    (whatlang::Lang::Fin, "finnish"),
+    (whatlang::Lang::Fra, "french"),
+    (whatlang::Lang::Deu, "german"),
+    (whatlang::Lang::Hun, "hungarian"),
+    (whatlang::Lang::Ita, "italian"),
+    (whatlang::Lang::Nob, "norwegian"),
+    (whatlang::Lang::Por, "portuguese"),
+    (whatlang::Lang::Ron, "romanian"),
+    (whatlang::Lang::Spa, "spanish"),
+    (whatlang::Lang::Swe, "swedish"),
+    (whatlang::Lang::Tur, "turkish"),
+];
+
+/// Bytes of a source's text its language is detected from: a few paragraphs make whatlang's
+/// guess reliable, and reading the rest of a long source would only cost time.
+const DETECT_BYTES: usize = 1024;
+
+/// The language of a source's Latin words under `auto`, from `texts` (its title and
+/// passages, in order): one of [`DETECTED`] when whatlang, choosing among those and English,
+/// finds it with confidence; `None` (English) otherwise, and for text mostly in another
+/// script (a Russian note's English terms stay English).
+pub fn source_language<'t>(texts: impl IntoIterator<Item = &'t str>) -> Option<&'static str> {
+    static DETECTOR: std::sync::LazyLock<whatlang::Detector> = std::sync::LazyLock::new(|| {
+        let mut allowed: Vec<whatlang::Lang> = DETECTED.iter().map(|&(lang, _)| lang).collect();
+        allowed.push(whatlang::Lang::Eng);
+        whatlang::Detector::with_allowlist(allowed)
+    });
+    let mut sample = String::new();
+    for text in texts {
+        if sample.len() >= DETECT_BYTES {
+            break;
+        }
+        let mut end = text.len().min(DETECT_BYTES - sample.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        sample.push_str(&text[..end]);
+        sample.push('\n');
+    }
+    let info = DETECTOR.detect(&sample)?;
+    if info.script() != whatlang::Script::Latin || !info.is_reliable() {
+        return None;
+    }
+    let &(_, name) = DETECTED.iter().find(|&&(lang, _)| lang == info.lang())?;
+    // Prose uses its language's function words; a list of terms has none, and its letters
+    // can look like any language to trigrams (`expired session restore latency backup` reads
+    // as reliably Dutch). The guess stands when its stop words outnumber English's.
+    let mut theirs = Lexicon::of(language(name)?);
+    let mut english = Lexicon::of(Language::English);
+    let (mut own, mut other) = (0, 0);
+    for word in sample.split(|c: char| !c.is_alphanumeric()) {
+        if word.is_empty() {
+            continue;
+        }
+        let word = word.to_lowercase();
+        own += usize::from(theirs.stem(&word).is_none());
+        other += usize::from(english.stem(&word).is_none());
+    }
+    (own >= MIN_STOP_WORDS && own > other).then_some(name)
+}
+
+/// The stop words a source's sample must hold in its detected language ([`source_language`]).
+const MIN_STOP_WORDS: usize = 3;
+
 /// Words split on non-alphanumerics, plural acronyms made singular (from analysis 2),
 /// lowercased, accents folded, stop words dropped, stemmed.
 pub(crate) fn word_analyzer(lang: &str, analysis: u32) -> TextAnalyzer {
-    word_analyzer_remembering(lang, analysis, MEMO_MAX_WORDS)
+    word_analyzer_remembering(lang, None, analysis, MEMO_MAX_WORDS)
+}
+
+/// The `auto` word analyzer of a source whose Latin words are in `latin` (a name
+/// [`source_language`] gives): Cyrillic words stay Russian.
+pub(crate) fn source_word_analyzer(latin: &str, analysis: u32) -> TextAnalyzer {
+    word_analyzer_remembering(AUTO, Some(latin), analysis, MEMO_MAX_WORDS)
 }
 
 /// [`word_analyzer`] without its memo of stems, for a caller that remembers each word's term
 /// itself (the postings writer analyses each distinct word once: a memo there only paid for
 /// a probe and two copies per new word).
 pub(crate) fn word_analyzer_unremembering(lang: &str, analysis: u32) -> TextAnalyzer {
-    word_analyzer_remembering(lang, analysis, 0)
+    word_analyzer_remembering(lang, None, analysis, 0)
 }
 
-/// [`word_analyzer`] whose stemmer remembers at most `memo_words` words.
-fn word_analyzer_remembering(lang: &str, analysis: u32, memo_words: usize) -> TextAnalyzer {
-    let language = language(lang).unwrap_or(Language::English);
+/// [`source_word_analyzer`] without its memo (see [`word_analyzer_unremembering`]).
+pub(crate) fn source_word_analyzer_unremembering(latin: &str, analysis: u32) -> TextAnalyzer {
+    word_analyzer_remembering(AUTO, Some(latin), analysis, 0)
+}
+
+/// [`word_analyzer`] whose stemmer remembers at most `memo_words` words; under `auto`, its
+/// Latin words in `latin` when given.
+fn word_analyzer_remembering(
+    lang: &str,
+    latin: Option<&str>,
+    analysis: u32,
+    memo_words: usize,
+) -> TextAnalyzer {
+    let picked = if lang == AUTO {
+        latin.unwrap_or(lang)
+    } else {
+        lang
+    };
+    let language = language(picked).unwrap_or(Language::English);
     let mut stemmer = MemoStemmer::new(language, memo_words);
     if lang == AUTO {
         stemmer = stemmer.with_cyrillic(Language::Russian);
@@ -644,6 +738,53 @@ impl TokenStream for RawWordStream<'_> {
 mod tests {
     use super::*;
     use proptest::strategy::Strategy;
+
+    #[test]
+    fn a_source_is_detected_by_its_prose_and_lists_of_terms_stay_english() {
+        for (text, expected) in [
+            (
+                "Die alten Häuser der Stadt wurden im letzten Jahrhundert gebaut, und viele \
+                 von ihnen stehen heute leer.",
+                Some("german"),
+            ),
+            (
+                "Les vieilles maisons de la ville ont été construites au siècle dernier et \
+                 beaucoup sont vides aujourd'hui.",
+                Some("french"),
+            ),
+            (
+                "Las casas antiguas de la ciudad fueron construidas en el siglo pasado y \
+                 muchas están vacías hoy.",
+                Some("spanish"),
+            ),
+            (
+                "De oude huizen van de stad zijn in de vorige eeuw gebouwd en veel van \
+                 die huizen staan nu leeg.",
+                Some("dutch"),
+            ),
+            (
+                "The old houses of the town were built in the last century, and many of \
+                 them stand empty today.",
+                None,
+            ),
+            // A list of terms: no function words, whatever its letters suggest.
+            (
+                "expired expired session restore latency backup rollback token token",
+                None,
+            ),
+            // Mostly Cyrillic: its Latin words stay English.
+            (
+                "Настройка резервного копирования сервера: запускайте deployments по ночам.",
+                None,
+            ),
+            ("Häuser", None),
+        ] {
+            assert_eq!(source_language([text]), expected, "{text}");
+        }
+        // The sample is cut at a character boundary, across texts.
+        let long = "ä".repeat(DETECT_BYTES);
+        assert_eq!(source_language(["a", &long, "b"]), None);
+    }
 
     #[test]
     fn plural_acronyms_have_their_singulars_shape() {

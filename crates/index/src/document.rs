@@ -85,3 +85,14 @@ impl std::fmt::Display for Problem {
         write!(f, "{}: {}", self.place, self.reason)
     }
 }
+
+/// The language of `source`'s Latin words under `index.language = "auto"`, detected from its
+/// title and passages when other than English ([`crate::analyzer::source_language`]); `None`
+/// for English and under any other setting.
+pub fn detected_language(source: &SourceDoc, settings: &IndexSettings) -> Option<&'static str> {
+    if settings.language != crate::analyzer::AUTO {
+        return None;
+    }
+    let title = std::iter::once(source.envelope.title.as_str());
+    crate::analyzer::source_language(title.chain(source.fragments.iter().map(|f| f.text.as_str())))
+}

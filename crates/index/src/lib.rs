@@ -33,7 +33,7 @@ mod vector;
 mod writer;
 
 pub use analyzer::{looks_like_identifier, ANALYSIS};
-pub use document::{indexed_text, vector_home, FragmentDoc, Problem, SourceDoc};
+pub use document::{detected_language, indexed_text, vector_home, FragmentDoc, Problem, SourceDoc};
 pub use engine::{
     like_request, load_settings, query_settings, Finder, GraphStatus, Passage, SourceText, Status,
     CONFIG_FILE,
@@ -142,6 +142,12 @@ pub mod testing {
     /// written by an older version is queried with its own).
     pub fn word_analyzer_at(language: &str, analysis: u32) -> tantivy::tokenizer::TextAnalyzer {
         crate::analyzer::word_analyzer(language, analysis)
+    }
+
+    /// The `auto` word analyzer of the sources whose Latin words are in `latin` (a language
+    /// [`crate::detected_language`] gives), as analysis version `analysis` made it.
+    pub fn source_word_analyzer_at(latin: &str, analysis: u32) -> tantivy::tokenizer::TextAnalyzer {
+        crate::analyzer::source_word_analyzer(latin, analysis)
     }
 
     /// The whole-word analyzer, as the index uses it.

@@ -19,6 +19,10 @@ pub(crate) struct SourceRecord {
     pub aliases: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub relations: Vec<(String, String)>,
+    /// The language of the source's Latin words, when detected as other than English under
+    /// `index.language = "auto"` ([`crate::analyzer::source_language`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
 }
 
 /// The `meta` field of a fragment document.
@@ -86,6 +90,10 @@ pub struct CommitInfo {
     /// Sources with a date (`None`: an index written before this was counted).
     #[serde(default)]
     pub dated: Option<u64>,
+    /// The languages detected for some source (besides the index's own): queries are
+    /// analysed in each of them too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub languages: Vec<String>,
 }
 
 /// The layout of an index. 2: Finder's own postings from the index's creation, an uncompressed
@@ -136,6 +144,7 @@ mod tests {
             entity: true,
             aliases: vec!["A".into()],
             relations: vec![("links".into(), "notes/b.md".into())],
+            language: Some("german".into()),
         };
         let page: PageRecord = serde_json::from_str(&stored(Some(source.clone()))).unwrap();
         assert_eq!(page.extent.byte_start, 10);

@@ -5,7 +5,12 @@
 use tantivy::schema::{Field, Schema, TextOptions, FAST, INDEXED, STORED, STRING};
 use tantivy::Index;
 
-use crate::analyzer::{whole_word_analyzer, word_analyzer, WHOLE_WORDS, WORDS};
+use crate::analyzer::{
+    source_word_analyzer, whole_word_analyzer, word_analyzer, WHOLE_WORDS, WORDS,
+};
+
+/// The name of [`Fields::language`].
+pub(crate) const LANGUAGE: &str = "lang";
 
 /// Field handles, resolved once per index.
 #[derive(Clone, Copy, Debug)]
@@ -31,6 +36,10 @@ pub(crate) struct Fields {
     /// 1 on the fragments of an entity record (searchable, never a result); absent in
     /// indexes made before entities existed.
     pub entity: Option<Field>,
+    /// The language of the source's Latin words under `index.language = "auto"`, when
+    /// detected as other than English ([`crate::analyzer::source_language`]): read by the
+    /// postings plugin, neither indexed nor stored. Absent in indexes made before analysis 4.
+    pub language: Option<Field>,
 }
 
 /// The schema of a new index. The analysed fields are neither indexed nor stored by tantivy:
@@ -51,6 +60,7 @@ pub(crate) fn build_schema() -> (Schema, Fields) {
         meta: b.add_text_field("meta", STORED),
         vector: Some(b.add_bytes_field("vector", STORED)),
         entity: Some(b.add_u64_field("entity", FAST)),
+        language: Some(b.add_text_field(LANGUAGE, TextOptions::default())),
     };
     (b.build(), fields)
 }
@@ -68,6 +78,7 @@ pub(crate) fn resolve(schema: &Schema) -> Option<Fields> {
         meta: f("meta")?,
         vector: f("vector"),
         entity: f("entity"),
+        language: f(LANGUAGE),
     })
 }
 
@@ -80,4 +91,21 @@ pub(crate) fn register_analyzers(index: &Index, language: &str, analysis: u32) {
     index
         .tokenizers()
         .register(WHOLE_WORDS, whole_word_analyzer());
+}
+
+/// The name the word analyzer of the sources detected in `language` is registered under.
+pub(crate) fn language_words(language: &str) -> String {
+    format!("{WORDS}:{language}")
+}
+
+/// Registers the word analyzer of each language detected for some source
+/// ([`crate::record::CommitInfo::languages`]), under [`language_words`]: queries are analysed
+/// in each, so a query word finds a source whatever its language's stem of the word.
+pub(crate) fn register_language_analyzers(index: &Index, languages: &[String], analysis: u32) {
+    for language in languages {
+        index.tokenizers().register(
+            &language_words(language),
+            source_word_analyzer(language, analysis),
+        );
+    }
 }

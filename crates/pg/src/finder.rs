@@ -92,7 +92,11 @@ impl PgFinder {
             graph,
             config: config.clone(),
             conns,
-            analyzers: Analyzers::new(&settings.index.language, records[0].analysis),
+            analyzers: Analyzers::new(
+                &settings.index.language,
+                records[0].analysis,
+                &records[0].languages,
+            ),
             records,
             settings,
             semantic: Semantic::Detached,
@@ -334,11 +338,15 @@ impl PgQuery<'_> {
     fn bm25(&self, query: &str, settings: &Settings, depth: usize) -> Result<ChannelOutcome> {
         let mut analyzers = self.finder.analyzers.clone();
         // Each distinct word once, as the embedded index weighs them (`query_terms`).
-        let mut terms: Vec<(i16, String, f32)> =
-            count(finder_index::testing::analyze(&mut analyzers.words, query))
-                .into_iter()
-                .map(|(t, _repeats)| (WORDS, t, 1.0))
-                .collect();
+        let mut words = finder_index::testing::analyze(&mut analyzers.words, query);
+        // Sources detected in another language hold its stems: the query's words in each.
+        for (_, analyzer) in &mut analyzers.detected {
+            words.extend(finder_index::testing::analyze(analyzer, query));
+        }
+        let mut terms: Vec<(i16, String, f32)> = count(words)
+            .into_iter()
+            .map(|(t, _repeats)| (WORDS, t, 1.0))
+            .collect();
         terms.extend(self.expansions(query, settings)?);
         if terms.is_empty() {
             return Ok(ChannelOutcome::Skipped(

@@ -118,6 +118,10 @@ pub struct RunRecord {
     /// written before it was recorded.
     #[serde(default = "first_analysis")]
     pub analysis: u32,
+    /// The languages detected for some source of any shard (`finder_index::detected_language`),
+    /// in order: queries are analysed in each too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub languages: Vec<String>,
 }
 
 fn first_analysis() -> u32 {

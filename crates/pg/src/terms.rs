@@ -11,20 +11,53 @@ use finder_index::{FragmentDoc, SourceDoc};
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::tokenizer::TextAnalyzer;
 
-/// The analyzers of one index language.
+/// The analyzers of one index language, and the word analyzers of the languages detected
+/// for some source under `auto` (`finder_index::detected_language`).
 #[derive(Clone)]
 pub(crate) struct Analyzers {
     pub words: TextAnalyzer,
     pub whole_words: TextAnalyzer,
+    analysis: u32,
+    /// Each detected language met so far with its word analyzer, in the order met.
+    pub detected: Vec<(String, TextAnalyzer)>,
 }
 
 impl Analyzers {
-    /// The analyzers of `language` as analysis version `analysis` made the terms.
-    pub fn new(language: &str, analysis: u32) -> Analyzers {
-        Analyzers {
+    /// The analyzers of `language` as analysis version `analysis` made the terms, with the
+    /// word analyzers of the `detected` languages.
+    pub fn new(language: &str, analysis: u32, detected: &[String]) -> Analyzers {
+        let mut analyzers = Analyzers {
             words: finder_index::testing::word_analyzer_at(language, analysis),
             whole_words: finder_index::testing::whole_word_analyzer(),
+            analysis,
+            detected: Vec::new(),
+        };
+        for latin in detected {
+            analyzers.words_in(Some(latin));
         }
+        analyzers
+    }
+
+    /// The word analyzer of a source whose Latin words are in `latin` (the index's own for
+    /// `None`).
+    pub fn words_in(&mut self, latin: Option<&str>) -> &mut TextAnalyzer {
+        let Some(latin) = latin else {
+            return &mut self.words;
+        };
+        let at = match self.detected.iter().position(|(name, _)| name == latin) {
+            Some(at) => at,
+            None => {
+                let analyzer = finder_index::testing::source_word_analyzer_at(latin, self.analysis);
+                self.detected.push((latin.to_string(), analyzer));
+                self.detected.len() - 1
+            }
+        };
+        &mut self.detected[at].1
+    }
+
+    /// The names of the detected languages met so far.
+    pub fn detected_names(&self) -> impl Iterator<Item = &str> {
+        self.detected.iter().map(|(name, _)| name.as_str())
     }
 }
 
@@ -86,7 +119,7 @@ mod tests {
 
     #[test]
     fn terms_are_counted_in_first_seen_order() {
-        let mut a = Analyzers::new("english", finder_index::ANALYSIS);
+        let mut a = Analyzers::new("english", finder_index::ANALYSIS, &[]);
         let t = field_terms(&mut a.words, "Tokens expire; the token EXPIRED");
         assert_eq!(t.len, 4);
         assert_eq!(
@@ -97,7 +130,7 @@ mod tests {
 
     #[test]
     fn long_fields_take_the_quantised_norm() {
-        let mut a = Analyzers::new("english", finder_index::ANALYSIS);
+        let mut a = Analyzers::new("english", finder_index::ANALYSIS, &[]);
         let text = "word ".repeat(1000);
         let t = field_terms(&mut a.words, &text);
         assert_eq!(t.len, 1000);

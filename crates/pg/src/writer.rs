@@ -132,7 +132,18 @@ pub fn index_inputs_with(
         }
     }
 
-    let mut analyzers = Analyzers::new(&settings.index.language, finder_index::ANALYSIS);
+    // The languages detected before stay listed (a query analysed in a language no source
+    // holds any more finds nothing extra); a rebuild starts the list anew.
+    let detected: Vec<String> = if rebuild {
+        Vec::new()
+    } else {
+        previous
+            .iter()
+            .flatten()
+            .flat_map(|r| r.languages.clone())
+            .collect()
+    };
+    let mut analyzers = Analyzers::new(&settings.index.language, finder_index::ANALYSIS, &detected);
     let mut report = PgRunReport {
         rebuilt: rebuild,
         ..PgRunReport::default()
@@ -239,6 +250,12 @@ pub fn index_inputs_with(
         + u64::from(changed || rebuild || previous.iter().any(Option::is_none));
     let mut all_origins = if rebuild { BTreeSet::new() } else { known };
     all_origins.extend(origins);
+    let languages: Vec<String> = analyzers
+        .detected_names()
+        .map(str::to_string)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let committed_at = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -287,6 +304,7 @@ pub fn index_inputs_with(
             model: model.clone(),
             dated: Some(dated as u64),
             analysis: finder_index::ANALYSIS,
+            languages: languages.clone(),
         };
         schema::write_meta(tx, i, n, &record)?;
     }
@@ -437,6 +455,7 @@ fn write_batch(
     };
     let mut shards: Vec<Rows> = (0..txs.len()).map(|_| Rows::default()).collect();
     for (((replaces, source), fragments), vectors) in batch.iter().zip(&stored).zip(vectors) {
+        let latin = finder_index::detected_language(source, &settings.index);
         let skey = to_db(finder_index::source_key(&source.id).0);
         let r = &mut shards[shard_of(finder_index::source_key(&source.id), txs.len())];
         if *replaces {
@@ -457,7 +476,7 @@ fn write_batch(
             let fkey = to_db(finder_index::fragment_key(&source.id, fragment.ordinal).0);
             let indexed =
                 finder_index::indexed_text(&source.envelope.title, fragment, &settings.index);
-            let words = field_terms(&mut analyzers.words, &indexed);
+            let words = field_terms(analyzers.words_in(latin), &indexed);
             let raw = settings
                 .index
                 .trigrams

@@ -68,7 +68,7 @@ use When::{Build, Index, Query, Store, Vectors};
 
 /// Every setting, section by section, in the order the documents list them.
 pub const SETTINGS: &[Spec] = &[
-    spec("index.language", Index, "stemmer and stop words: auto (per word by script: Cyrillic as Russian, the rest English), english, danish, dutch, finnish, french, german, hungarian, italian, norwegian, portuguese, romanian, russian, spanish, swedish, turkish"),
+    spec("index.language", Index, "stemmer and stop words: auto (per word by script: Cyrillic as Russian, Latin in the source's detected language, else English), english, danish, dutch, finnish, french, german, hungarian, italian, norwegian, portuguese, romanian, russian, spanish, swedish, turkish"),
     ranged("index.fragment_max_chars", Index, 200.0, 20_000.0, "the longest passage a source is cut into"),
     ranged("index.summary_max_chars", Index, 40.0, 2_000.0, "the longest derived summary"),
     spec("index.trigrams", Index, "index whole words too, so identifiers and partial words can expand into the words that hold them"),

@@ -16,7 +16,7 @@ use crate::files::LEXICAL_DIR;
 use crate::pages::PageFile;
 use crate::pread::PreadDirectory;
 use crate::record::{CommitInfo, FORMAT};
-use crate::schema::{register_analyzers, resolve, Fields};
+use crate::schema::{register_analyzers, register_language_analyzers, resolve, Fields};
 use crate::store_error;
 use crate::stored::commit_info;
 use crate::vector::{VectorIndex, VECTOR_DIR};
@@ -176,6 +176,7 @@ impl Finder {
             });
         }
         register_analyzers(&index, &info.settings.language, info.analysis);
+        register_language_analyzers(&index, &info.languages, info.analysis);
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)

@@ -18,7 +18,7 @@ use crate::error::{IndexError, Result};
 use crate::files::LEXICAL_DIR;
 use crate::lexical::{query_terms, top_k_terms};
 use crate::pages::{Body, PageFile, Stored};
-use crate::schema::Fields;
+use crate::schema::{language_words, Fields};
 use crate::store_error;
 use crate::vector::VectorIndex;
 
@@ -375,7 +375,19 @@ impl<'a> QueryRun<'a> {
             .get(WORDS)
             .expect("analyzers are registered at open");
         let field = self.fields().text;
-        let mut list: Vec<(Term, f32)> = query_terms(field, &terms(&mut analyzer, query))
+        let mut words = terms(&mut analyzer, query);
+        // Sources detected in another language hold its stems: the query's words in each.
+        for language in &self.finder.info.languages {
+            if let Some(mut analyzer) = self
+                .finder
+                .index
+                .tokenizers()
+                .get(&language_words(language))
+            {
+                words.extend(terms(&mut analyzer, query));
+            }
+        }
+        let mut list: Vec<(Term, f32)> = query_terms(field, &words)
             .into_iter()
             .map(|t| (t, 1.0))
             .collect();

@@ -31,6 +31,9 @@ pub struct Status {
     /// The word analysis the index was written with (`ANALYSIS`; older ones are read as
     /// written and rebuilt by the next indexing run).
     pub analysis: u32,
+    /// Languages detected for some source's Latin words under `index.language = "auto"`,
+    /// besides English; queries are analysed in each.
+    pub languages: Vec<String>,
     /// The vector layer, when one has been built.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vectors: Option<VectorStatus>,
@@ -91,6 +94,7 @@ impl Finder {
             committed_at: self.info.committed_at,
             generation: self.info.generation,
             analysis: self.info.analysis,
+            languages: self.info.languages.clone(),
             vectors: self.vector_status(),
             graph: self
                 .dir

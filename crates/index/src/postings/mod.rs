@@ -40,6 +40,7 @@ use tantivy::{PluginMergeContext, PluginWriter, PluginWriterContext, SegmentPlug
 
 use crate::analyzer::{whole_word_analyzer, word_analyzer_unremembering};
 use crate::files::POSTINGS_EXTENSION;
+use crate::schema::LANGUAGE;
 
 mod format;
 mod merge;
@@ -110,6 +111,9 @@ impl SegmentPlugin for PostingsPlugin {
             fields,
             both: BothFields::default(),
             docs: 0,
+            language: schema.get_field(LANGUAGE).ok(),
+            analysis: self.analysis,
+            languages: Vec::new(),
         }))
     }
 

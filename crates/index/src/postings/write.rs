@@ -13,7 +13,7 @@ use tantivy::schema::{Field, Schema, Value};
 use tantivy::tokenizer::{TextAnalyzer, TokenStream};
 use tantivy::{DocId, PluginWriter, Segment, TantivyDocument, TantivyError};
 
-use crate::analyzer::WholeWords;
+use crate::analyzer::{source_word_analyzer_unremembering, WholeWords};
 use crate::files::POSTINGS_EXTENSION;
 use crate::slots::{short_key, SlotKey, SlotTable};
 
@@ -360,6 +360,49 @@ pub(super) struct PostingsWriter {
     /// For documents whose two fields hold the same text.
     pub(super) both: BothFields,
     pub(super) docs: u32,
+    /// The field naming a document's detected language, when the schema has it.
+    pub(super) language: Option<Field>,
+    pub(super) analysis: u32,
+    /// The word analyzer and memo of each detected language met so far (those of the index's
+    /// own language are the word field's).
+    pub(super) languages: Vec<LanguageWords>,
+}
+
+/// The word field's analyzer and memo for the documents of one detected language.
+pub(super) struct LanguageWords {
+    name: String,
+    analyzer: TextAnalyzer,
+    memo: Memo<u32>,
+}
+
+impl PostingsWriter {
+    /// Indexes `doc`'s fields with the word analysis of `latin`: the word field's analyzer
+    /// and memo are swapped for the language's while the document is added.
+    fn add_in_language(&mut self, latin: &str, doc: &TantivyDocument) {
+        let at = match self.languages.iter().position(|l| l.name == latin) {
+            Some(at) => at,
+            None => {
+                self.languages.push(LanguageWords {
+                    name: latin.to_string(),
+                    analyzer: source_word_analyzer_unremembering(latin, self.analysis),
+                    memo: Memo::default(),
+                });
+                self.languages.len() - 1
+            }
+        };
+        let own = &mut self.languages[at];
+        let swap = |fields: &mut [FieldWriter], own: &mut LanguageWords| {
+            for words in fields.iter_mut().filter(|f| f.alphanumeric) {
+                std::mem::swap(&mut words.analyzer, &mut own.analyzer);
+                std::mem::swap(&mut words.memo, &mut own.memo);
+            }
+        };
+        swap(&mut self.fields, own);
+        for field in &mut self.fields {
+            field.add(doc.get_all(field.field).filter_map(|value| value.as_str()));
+        }
+        swap(&mut self.fields, own);
+    }
 }
 
 impl PostingsWriter {
@@ -503,7 +546,12 @@ impl PluginWriter for PostingsWriter {
             .ok_or_else(|| {
                 TantivyError::InvalidArgument("Finder's postings take TantivyDocuments".into())
             })?;
-        if self.same_text(doc) {
+        let latin = self
+            .language
+            .and_then(|field| doc.get_all(field).find_map(|value| value.as_str()));
+        if let Some(latin) = latin {
+            self.add_in_language(latin, doc);
+        } else if self.same_text(doc) {
             let [words, raw] = &mut self.fields[..] else {
                 unreachable!("same_text holds for two fields only")
             };
@@ -544,6 +592,7 @@ impl PluginWriter for PostingsWriter {
             .map(FieldWriter::mem_usage)
             .sum::<usize>()
             + self.both.mem_usage()
+            + self.languages.iter().map(|l| l.memo.bytes()).sum::<usize>()
     }
 
     fn as_any(&self) -> &dyn Any {

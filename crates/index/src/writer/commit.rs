@@ -53,6 +53,8 @@ pub(super) struct Commit<'a> {
     pub origins: Vec<String>,
     /// Sources with a date after the run.
     pub dated: u64,
+    /// The languages detected for some source after the run, in order.
+    pub languages: Vec<String>,
     /// Every document of the commit is new (a first build or a rebuild).
     pub from_empty: bool,
     /// The run changed what the index holds.
@@ -78,6 +80,7 @@ impl Commit<'_> {
             previous,
             origins,
             dated,
+            languages,
             from_empty,
             changed,
         } = self;
@@ -102,6 +105,7 @@ impl Commit<'_> {
                 .map_or(0, |d| d.as_secs()),
             generation,
             dated: Some(dated),
+            languages,
         };
         progress(Progress::Committing);
         tracing::info!(

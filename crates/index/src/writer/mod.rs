@@ -5,7 +5,7 @@
 //! leaves the previous commit intact. A source whose input fails to read this time keeps
 //! its indexed version.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use finder_core::Settings;
@@ -63,20 +63,24 @@ pub fn index_inputs(
     index_inputs_one_thread_up_to(dir, inputs, settings, progress, ONE_THREAD_MAX_INPUT_BYTES)
 }
 
+/// The first analysis whose indexes have [`crate::schema::Fields::language`].
+const LANGUAGE_FIELD: u32 = 4;
+
 /// Removes an index of an earlier format, which this version neither reads nor writes into,
-/// so that the run builds it again from nothing; `true` when it did. Like any rebuild it needs
-/// every input the index holds, and checks that before it removes anything. The derived graph
-/// goes with it; the vectors stay, reused by text.
+/// or of an analysis before [`LANGUAGE_FIELD`], whose schema lacks the field a source's
+/// detected language goes in, so that the run builds it again from nothing; `true` when it
+/// did. Like any rebuild it needs every input the index holds, and checks that before it
+/// removes anything. The derived graph goes with it; the vectors stay, reused by text.
 fn rebuild_outdated(dir: &Path, inputs: &[PathBuf]) -> Result<bool> {
     let Some(old) = crate::stored::peek_commit_info(dir)? else {
         return Ok(false);
     };
-    if old.format >= FORMAT {
+    if old.format >= FORMAT && old.analysis >= LANGUAGE_FIELD {
         return Ok(false);
     }
     RunPlan::new(inputs, true, &old.origins, &dir.display().to_string())
         .map_err(IndexError::Input)?;
-    tracing::info!(index = %dir.display(), format = old.format, "rebuilding an index of an earlier format");
+    tracing::info!(index = %dir.display(), format = old.format, analysis = old.analysis, "rebuilding an index of an earlier format");
     for part in [LEXICAL_DIR, crate::graph::GRAPH_DIR] {
         let path = dir.join(part);
         if path.exists() {
@@ -158,20 +162,29 @@ pub(crate) fn index_inputs_one_thread_up_to(
     }
 
     // Totals after this run: the previous catalog, minus removals, plus what was written.
-    let mut totals: HashMap<&String, (u32, bool)> = HashMap::new();
+    let mut totals: HashMap<&String, (u32, bool, Option<&str>)> = HashMap::new();
     if !rebuild {
         for (id, r) in &catalog {
             if plan.keeps(id, &r.origin) {
-                totals.insert(id, (r.fragments, r.envelope.date.is_some()));
+                let counts = (
+                    r.fragments,
+                    r.envelope.date.is_some(),
+                    r.language.as_deref(),
+                );
+                totals.insert(id, counts);
             }
         }
     }
-    for (id, &counts) in &written {
-        totals.insert(id, counts);
+    for (id, w) in &written {
+        totals.insert(id, (w.fragments, w.dated, w.language));
     }
     let sources = totals.len() as u64;
-    let fragments = totals.values().map(|&(n, _)| n as u64).sum();
-    let dated = totals.values().filter(|&&(_, d)| d).count() as u64;
+    let fragments = totals.values().map(|&(n, ..)| n as u64).sum();
+    let dated = totals.values().filter(|&&(_, d, _)| d).count() as u64;
+    let languages: BTreeSet<String> = totals
+        .values()
+        .filter_map(|&(.., language)| language.map(str::to_string))
+        .collect();
     // The run's bookkeeping (sets of every source id: hundreds of MB at a million sources) is
     // done with; the commit and the graph build below should not hold it.
     drop(totals);
@@ -195,6 +208,7 @@ pub(crate) fn index_inputs_one_thread_up_to(
         previous: info,
         origins,
         dated,
+        languages: languages.into_iter().collect(),
         from_empty,
         changed,
     };

@@ -24,16 +24,24 @@ pub(super) struct Target<'a> {
     pub catalog: &'a HashMap<String, SourceRecord>,
 }
 
-/// Reads every input and writes the sources the plan admits. Returns, per source written, its
-/// fragment count and whether it is dated: all the totals need (the whole record is in the
-/// index; a million of them held here were a gigabyte).
+/// What the run's totals need of a source written: the whole record is in the index (a
+/// million of them held here were a gigabyte).
+#[derive(Clone, Copy)]
+pub(super) struct Written {
+    pub fragments: u32,
+    pub dated: bool,
+    pub language: Option<&'static str>,
+}
+
+/// Reads every input and writes the sources the plan admits. Returns what the totals need of
+/// each source written.
 pub(super) fn write_sources(
     target: &Target<'_>,
     inputs: &[std::path::PathBuf],
     plan: &mut RunPlan,
     mut ahead: Option<&mut crate::pages::PagesAhead>,
     progress: &mut dyn FnMut(Progress<'_>),
-) -> Result<HashMap<String, (u32, bool)>> {
+) -> Result<HashMap<String, Written>> {
     let Target {
         dir,
         writer,
@@ -41,7 +49,7 @@ pub(super) fn write_sources(
         settings,
         catalog,
     } = *target;
-    let mut written: HashMap<String, (u32, bool)> = HashMap::new();
+    let mut written: HashMap<String, Written> = HashMap::new();
     let mut done = 0u64;
     let mut failure: Option<IndexError> = None;
     let origins = plan.origins.clone();
@@ -79,10 +87,23 @@ pub(super) fn write_sources(
             if stored || !first_in_run {
                 writer.delete_term(Term::from_field_text(fields.source_id, &source.id));
             }
-            match add_source(writer, fields, settings, &source, ahead.as_deref_mut()) {
+            let language = crate::document::detected_language(&source, &settings.index);
+            let added = add_source(
+                writer,
+                fields,
+                settings,
+                &source,
+                language,
+                ahead.as_deref_mut(),
+            );
+            match added {
                 Ok(record) => {
-                    let dated = record.envelope.date.is_some();
-                    written.insert(source.id.clone(), (record.fragments, dated));
+                    let counts = Written {
+                        fragments: record.fragments,
+                        dated: record.envelope.date.is_some(),
+                        language,
+                    };
+                    written.insert(source.id.clone(), counts);
                 }
                 Err(e) => failure = Some(store_error(dir, e)),
             }
@@ -124,12 +145,13 @@ fn kind_name(kind: &ingest::InputKind) -> &'static str {
 }
 
 /// Writes one document per fragment (at least one per source, so the record has a home), and
-/// its page record to `ahead` when given.
+/// its page record to `ahead` when given. `language` is the source's detected language.
 fn add_source(
     writer: &IndexWriter,
     fields: Fields,
     settings: &Settings,
     source: &SourceDoc,
+    language: Option<&'static str>,
     mut ahead: Option<&mut crate::pages::PagesAhead>,
 ) -> tantivy::Result<SourceRecord> {
     let record = SourceRecord {
@@ -142,6 +164,7 @@ fn add_source(
         entity: source.entity,
         aliases: source.aliases.clone(),
         relations: source.relations.clone(),
+        language: language.map(str::to_string),
     };
     let skey = source_key(&source.id);
     let title = source.envelope.title.as_str();
@@ -181,6 +204,9 @@ fn add_source(
         }
         if let (Some(field), true) = (fields.entity, source.entity) {
             doc.add_u64(field, 1);
+        }
+        if let (Some(field), Some(language)) = (fields.language, language) {
+            doc.add_text(field, language);
         }
         // Stored whatever the backend, so switching to `precomputed` needs no re-read.
         if let (Some(field), Some(v), true) = (

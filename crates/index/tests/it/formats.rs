@@ -53,6 +53,47 @@ fn russian_forms_meet_and_english_terms_inside_stem_as_english() {
 }
 
 #[test]
+fn latin_words_stem_in_their_sources_detected_language() {
+    let f = Fixture::new();
+    let notes = f.path("notes");
+    f.write(
+        "notes/stadt.md",
+        "# Die Stadt\n\nDie alten Häuser der Stadt wurden im letzten Jahrhundert gebaut. Viele \
+         von ihnen stehen heute leer, weil die Mieten für die meisten Familien zu hoch sind und \
+         die Eigentümer lieber auf bessere Zeiten warten.\n",
+    );
+    f.write(
+        "notes/town.md",
+        "# The town\n\nThe old houses of the town were built in the last century. Many of them \
+         stand empty today, because the rents are too high for most families.\n",
+    );
+    f.index(&[&notes], &auto());
+    let finder = f.open();
+    let s = finder.settings().clone();
+    assert_eq!(finder.status().unwrap().languages, ["german"]);
+    // German stems meet: `Haus` and `Häusern` find `Häuser`, which English stems as `hauser`.
+    assert_eq!(ids(&finder, "Haus", &s), ["stadt.md"]);
+    assert_eq!(ids(&finder, "Häusern", &s), ["stadt.md"]);
+    // The English note keeps English stems, and English queries still find it.
+    assert_eq!(ids(&finder, "house", &s), ["town.md"]);
+    assert_eq!(ids(&finder, "centuries", &s), ["town.md"]);
+
+    // Under `english` the German note's words stem as English: `Haus` misses `Häuser`.
+    let g = Fixture::new();
+    let notes = g.path("notes");
+    g.write(
+        "notes/stadt.md",
+        &std::fs::read_to_string(f.path("notes/stadt.md")).unwrap(),
+    );
+    let mut english = auto();
+    english.index.language = "english".into();
+    g.index(&[&notes], &english);
+    let finder = g.open();
+    assert!(finder.status().unwrap().languages.is_empty());
+    assert!(ids(&finder, "Haus", finder.settings()).is_empty());
+}
+
+#[test]
 fn cjk_words_find_their_notes() {
     let f = Fixture::new();
     let notes = f.path("notes");

@@ -140,9 +140,21 @@ fn lexical_search_ingest_and_delete_match_the_embedded_engine() {
         "# Fresh\n\nA note about snapshot retention and billing receipts.\n",
     )
     .unwrap();
+    // A German note: its words stem as German in both engines, queries in both languages.
+    std::fs::write(
+        notes.join("stadt.md"),
+        "# Die Stadt\n\nDie alten Häuser der Stadt wurden im letzten Jahrhundert gebaut, und \
+         viele von ihnen stehen heute leer.\n",
+    )
+    .unwrap();
     let pair = index_both(&index, &config, std::slice::from_ref(&notes), &settings);
     let r = pair.pg.search("zeppelin", &settings, 0, 3).unwrap();
     assert_eq!(r.hits[0].id, "note-002.md");
+    for q in ["Haus", "Häusern"] {
+        let r = pair.pg.search(q, &settings, 0, 3).unwrap();
+        assert_eq!(ids(&r), ["stadt.md"], "`{q}` in PostgreSQL");
+        queries.push(q.to_string());
+    }
     for q in &queries {
         let hits = ids(&pair.pg.search(q, &settings, 0, 50).unwrap());
         assert!(
