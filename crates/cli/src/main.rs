@@ -176,15 +176,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Evaluate on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/<split>.tsv).
+    /// Evaluate on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), or
+    /// on long queries built from a folder of linked notes (`--queries links`).
     Eval {
         dataset: PathBuf,
+        /// Where the queries come from: `beir` (the folder's queries and qrels) or `links`
+        /// (the folder is a vault: each linking note's text, links taken out, asks for the
+        /// notes it links to; set graph.link_order in --config for `[[label|target]]` links).
+        #[arg(long, default_value = "beir", value_parser = ["beir", "links"])]
+        queries: String,
         /// Reuse or build this index (default: a cache keyed by the corpus content).
         #[arg(long)]
         index: Option<PathBuf>,
         #[arg(long, default_value = "test")]
         split: String,
-        /// Comma-separated presets: lexical, dense, hybrid, full.
+        /// Comma-separated presets: lexical, dense, hybrid, boost, full, recommend (links only).
         #[arg(long, default_value = "lexical")]
         runs: String,
         /// A custom run: `NAME:key=value,key=value` (repeatable).
@@ -406,6 +412,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Eval {
             dataset,
+            queries,
             index,
             split,
             runs,
@@ -430,6 +437,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             let options = finder_eval::EvalOptions {
                 dataset,
+                queries: if queries == "links" {
+                    finder_eval::Queries::Links
+                } else {
+                    finder_eval::Queries::Beir
+                },
                 index,
                 split,
                 runs: specs,

@@ -41,9 +41,76 @@ pub fn bm25_tf_score(params: Bm25Params, idf: f32, tf: u32, norm: f32) -> f32 {
     idf * (params.k1 + 1.0) * tf / (tf + norm)
 }
 
+/// The weight of a word the query holds `count` times, BM25's query-side saturation
+/// `(k3 + 1) · count / (k3 + count)`: 1 for a word said once, approaching `k3 + 1` for a word
+/// said often. `k3 = 0` weighs every word once, however often the query repeats it.
+pub fn query_term_weight(count: u32, k3: f32) -> f32 {
+    let count = count as f32;
+    if k3 <= 0.0 || count <= 1.0 {
+        return 1.0;
+    }
+    (k3 + 1.0) * count / (k3 + count)
+}
+
+/// Each distinct term of a query with its [`query_term_weight`], in first-seen order. A
+/// query analysed in several languages gives one pass of terms per language; a term counts
+/// as often as the pass that holds it most often (a word the languages stem alike is one
+/// word, not two).
+pub fn query_term_weights(passes: &[Vec<String>], k3: f32) -> Vec<(String, f32)> {
+    let mut order: Vec<(String, u32)> = Vec::new();
+    let mut at: crate::FastMap<&str, usize> = crate::FastMap::default();
+    let mut in_pass: crate::FastMap<&str, u32> = crate::FastMap::default();
+    for pass in passes {
+        in_pass.clear();
+        for term in pass {
+            *in_pass.entry(term.as_str()).or_default() += 1;
+        }
+        for term in pass {
+            let count = in_pass[term.as_str()];
+            match at.get(term.as_str()) {
+                Some(&i) => order[i].1 = order[i].1.max(count),
+                None => {
+                    at.insert(term.as_str(), order.len());
+                    order.push((term.clone(), count));
+                }
+            }
+        }
+    }
+    order
+        .into_iter()
+        .map(|(term, count)| (term, query_term_weight(count, k3)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repeated_query_words_weigh_more_and_saturate() {
+        assert_eq!(query_term_weight(1, 1.5), 1.0);
+        assert_eq!(query_term_weight(5, 0.0), 1.0);
+        let (two, four, many) = (
+            query_term_weight(2, 1.5),
+            query_term_weight(4, 1.5),
+            query_term_weight(1000, 1.5),
+        );
+        assert!(1.0 < two && two < four && four < many && many < 2.5);
+        assert!((two - 2.5 * 2.0 / 3.5).abs() < 1e-6);
+        let passes = [
+            vec!["cell".to_string(), "cell".into(), "die".into()],
+            vec!["cell".to_string(), "cell".into(), "zell".into()],
+        ];
+        let weights = query_term_weights(&passes, 1.5);
+        let names: Vec<&str> = weights.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(names, ["cell", "die", "zell"]);
+        assert_eq!(
+            weights[0].1,
+            query_term_weight(2, 1.5),
+            "the most in one pass"
+        );
+        assert_eq!((weights[1].1, weights[2].1), (1.0, 1.0));
+    }
 
     #[test]
     fn rare_terms_weigh_more_and_weights_stay_positive() {

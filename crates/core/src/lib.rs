@@ -19,7 +19,10 @@ pub mod script;
 pub mod settings;
 
 // What the other crates use, at the root; the rest is reached through its module.
-pub use bm25::{bm25_idf, bm25_length_norm, bm25_term_score, bm25_tf_score, Bm25Params};
+pub use bm25::{
+    bm25_idf, bm25_length_norm, bm25_term_score, bm25_tf_score, query_term_weight,
+    query_term_weights, Bm25Params,
+};
 pub use embed::{embed_with_timeout, Embed};
 pub use error::{SettingsError, SettingsErrorKind};
 pub use fusion::rrf;

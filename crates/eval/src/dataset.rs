@@ -29,6 +29,11 @@ pub struct Dataset {
     pub queries: Vec<Query>,
     /// query id → corpus id → grade.
     pub qrels: HashMap<String, HashMap<String, u32>>,
+    /// Every source id, for a dataset whose queries are sources of the corpus themselves
+    /// ([`crate::links_dataset`]): each query's own source takes no part in its ranking.
+    pub sources: Option<Vec<String>>,
+    /// What the index cache is keyed by, when not `corpus.jsonl`'s bytes.
+    pub fingerprint: Option<String>,
 }
 
 impl Dataset {
@@ -51,6 +56,8 @@ impl Dataset {
             dir: dir.to_path_buf(),
             queries,
             qrels,
+            sources: None,
+            fingerprint: None,
         })
     }
 

@@ -69,9 +69,14 @@ impl RunSpec {
     }
 }
 
+/// The preset that asks for sources related to each query's own source (`Query::like`, as
+/// `recommend` does) instead of searching its text: for datasets built from links.
+pub const RECOMMEND: &str = "recommend";
+
 /// Expands a comma-separated list of preset names: `lexical` (BM25 lists only), `dense`
 /// (vector list only), `hybrid` (both, no graph), `boost` (hybrid + the graph boost, no graph
-/// channel), `full` (every layer on: the defaults).
+/// channel), `full` (every layer on: the defaults), `recommend` (the defaults, from the
+/// query's own source rather than its text).
 pub fn presets(names: &str) -> Result<Vec<RunSpec>, EvalError> {
     let spec = |name: &str, overrides: &[&str]| RunSpec {
         name: name.to_string(),
@@ -86,19 +91,31 @@ pub fn presets(names: &str) -> Result<Vec<RunSpec>, EvalError> {
             "dense" => Ok(spec(name, &["lexical.enabled=false", NO_BOOST, NO_ENTITIES, NO_NEIGHBOURS, NO_COMMUNITIES])),
             "hybrid" => Ok(spec(name, &[NO_BOOST, NO_ENTITIES, NO_NEIGHBOURS, NO_COMMUNITIES])),
             "boost" => Ok(spec(name, &[NO_ENTITIES, NO_NEIGHBOURS, NO_COMMUNITIES])),
-            "full" => Ok(spec(name, &[])),
+            "full" | RECOMMEND => Ok(spec(name, &[])),
             other => Err(EvalError::Run(format!(
-                "unknown preset `{other}`; known: lexical, dense, hybrid, boost, full (or --run NAME:key=value,...)"
+                "unknown preset `{other}`; known: lexical, dense, hybrid, boost, full, recommend (or --run NAME:key=value,...)"
             ))),
         })
         .collect()
 }
 
+/// Where a dataset's queries and judgments come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Queries {
+    /// A BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.
+    #[default]
+    Beir,
+    /// A folder of linked notes: each note's text asks for the notes it links to
+    /// ([`crate::links_dataset`]).
+    Links,
+}
+
 /// What to evaluate.
 #[derive(Debug, Clone)]
 pub struct EvalOptions {
-    /// BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.
+    /// The dataset's folder, read as `queries` says.
     pub dataset: PathBuf,
+    pub queries: Queries,
     /// Index folder to reuse or build; default: the cache.
     pub index: Option<PathBuf>,
     pub split: String,
@@ -127,7 +144,10 @@ pub fn cache_dir() -> PathBuf {
 /// The cache folder for a corpus, index-time settings and word analysis (an index cached by
 /// an older analysis is left alone, not rebuilt in place).
 fn cached_index(dataset: &Dataset, settings: &Settings) -> Result<PathBuf, EvalError> {
-    let fingerprint = corpus_fingerprint(&dataset.dir)?;
+    let fingerprint = match &dataset.fingerprint {
+        Some(f) => f.clone(),
+        None => corpus_fingerprint(&dataset.dir)?,
+    };
     let index_settings = format!(
         "{}analysis = {}\n",
         toml::to_string(&settings.index).unwrap_or_default(),
@@ -141,6 +161,20 @@ fn cached_index(dataset: &Dataset, settings: &Settings) -> Result<PathBuf, EvalE
     )))
 }
 
+/// Where the searched copy of a vault evaluated by its links goes: a cache folder per vault.
+fn links_copy(folder: &Path) -> PathBuf {
+    let canonical = folder
+        .canonicalize()
+        .unwrap_or_else(|_| folder.to_path_buf());
+    let key = blake3::hash(canonical.display().to_string().as_bytes()).to_hex();
+    let name = folder
+        .file_name()
+        .map_or_else(|| "vault".into(), |n| n.to_string_lossy().into_owned());
+    cache_dir()
+        .join("eval")
+        .join(format!("{name}-links-{}", &key[..8]))
+}
+
 /// Indexes the corpus (incrementally, so a cached index costs a hash check) and runs every
 /// judged query for every run. `progress` receives short status messages.
 pub fn evaluate(
@@ -150,10 +184,26 @@ pub fn evaluate(
     if options.runs.is_empty() {
         return Err(EvalError::Run("no runs asked for".into()));
     }
-    let dataset = Dataset::load(&options.dataset, &options.split)?;
-    // BEIR corpora are titled passages: each title is an entity its mentions link to.
     let mut base = options.base.clone();
-    base.graph.link_titles = true;
+    let dataset = match options.queries {
+        Queries::Beir => {
+            // BEIR corpora are titled passages: each title is an entity its mentions link to.
+            base.graph.link_titles = true;
+            Dataset::load(&options.dataset, &options.split)?
+        }
+        Queries::Links => {
+            progress(&format!(
+                "reading the links of {}",
+                options.dataset.display()
+            ));
+            crate::links_dataset(&options.dataset, &base, &links_copy(&options.dataset))?
+        }
+    };
+    if dataset.sources.is_none() && options.runs.iter().any(|r| r.name == RECOMMEND) {
+        return Err(EvalError::Run(format!(
+            "run `{RECOMMEND}` starts from each query's own source: it needs a dataset built from links (--queries links)"
+        )));
+    }
     let options = &EvalOptions {
         base,
         ..options.clone()
@@ -169,7 +219,7 @@ pub fn evaluate(
     ));
     index_inputs(
         &index_dir,
-        std::slice::from_ref(&options.dataset),
+        std::slice::from_ref(&dataset.dir),
         &options.base,
         &mut |_| {},
     )?;
@@ -203,7 +253,13 @@ pub fn evaluate(
             latency,
             notes,
             rankings,
-        } = run_queries(&finder, &dataset, &settings, options.trec.is_some())?;
+        } = run_queries(
+            &finder,
+            &dataset,
+            &settings,
+            spec.name == RECOMMEND,
+            options.trec.is_some(),
+        )?;
         if let Some(dir) = &options.trec {
             write_trec(dir, &spec.name, &rankings)?;
         }
@@ -261,10 +317,36 @@ struct Answers {
     rankings: Vec<Ranking>,
 }
 
+/// The request a query makes for hits `0..limit`: its text, or with `recommend` its own
+/// source's related sources. A query that is a source of the corpus leaves it out.
+fn request(
+    finder: &Finder,
+    dataset: &Dataset,
+    query: &crate::Query,
+    recommend: bool,
+    limit: usize,
+) -> Result<finder_core::Query, EvalError> {
+    if recommend {
+        return Ok(finder.like_query(&query.id, limit)?);
+    }
+    let mut request = finder_core::Query::text(query.text.as_str(), 0, limit);
+    if let Some(sources) = &dataset.sources {
+        request.scope = Some(
+            sources
+                .iter()
+                .filter(|s| **s != query.id)
+                .cloned()
+                .collect(),
+        );
+    }
+    Ok(request)
+}
+
 fn run_queries(
     finder: &Finder,
     dataset: &Dataset,
     settings: &Settings,
+    recommend: bool,
     keep_rankings: bool,
 ) -> Result<Answers, EvalError> {
     let mut rankings = Vec::new();
@@ -274,9 +356,10 @@ fn run_queries(
     for query in &dataset.queries {
         // Latency is measured on the query a user makes (the first page, with hints); the
         // metrics on a deep ranking (one extra hit, in case the query's own id is dropped).
-        let page = finder.search(&query.text, settings, 0, PAGE)?;
+        let page = finder.query(&request(finder, dataset, query, recommend, PAGE)?, settings)?;
         latency.record_diagnostics(&page.diagnostics);
-        let response = finder.search(&query.text, settings, 0, DEPTH + 1)?;
+        let deep = request(finder, dataset, query, recommend, DEPTH + 1)?;
+        let response = finder.query(&deep, settings)?;
         note_degraded(&response.diagnostics, &mut notes);
         let (ranked, scores): (Vec<String>, Vec<f64>) = response
             .hits

@@ -28,7 +28,7 @@ use crate::graph;
 const NO_GRAPH: &str = "no graph stored; run `finder index` with graph.build = true";
 use crate::schema::{self, to_db, RunRecord, WHOLE_WORDS, WORDS};
 use crate::search::{self, Found, Meta, Stats};
-use crate::terms::{count, Analyzers};
+use crate::terms::Analyzers;
 
 /// The query-side embedding model (as in the embedded engine).
 enum Semantic {
@@ -338,15 +338,17 @@ impl PgQuery<'_> {
     fn bm25(&self, query: &str, settings: &Settings, depth: usize) -> Result<ChannelOutcome> {
         let mut analyzers = self.finder.analyzers.clone();
         // Each distinct word once, as the embedded index weighs them (`query_terms`).
-        let mut words = finder_index::testing::analyze(&mut analyzers.words, query);
-        // Sources detected in another language hold its stems: the query's words in each.
+        // Sources detected in another language hold its stems: the query's words in each,
+        // weighed as the embedded index weighs them (`query_term_weights`).
+        let mut passes = vec![finder_index::testing::analyze(&mut analyzers.words, query)];
         for (_, analyzer) in &mut analyzers.detected {
-            words.extend(finder_index::testing::analyze(analyzer, query));
+            passes.push(finder_index::testing::analyze(analyzer, query));
         }
-        let mut terms: Vec<(i16, String, f32)> = count(words)
-            .into_iter()
-            .map(|(t, _repeats)| (WORDS, t, 1.0))
-            .collect();
+        let mut terms: Vec<(i16, String, f32)> =
+            finder_core::query_term_weights(&passes, settings.lexical.k3)
+                .into_iter()
+                .map(|(t, weight)| (WORDS, t, weight))
+                .collect();
         terms.extend(self.expansions(query, settings)?);
         if terms.is_empty() {
             return Ok(ChannelOutcome::Skipped(

@@ -81,8 +81,7 @@ pub(crate) fn field_terms(analyzer: &mut TextAnalyzer, text: &str) -> FieldTerms
     }
 }
 
-/// Counts each distinct term, in first-seen order: a fragment's term frequencies; a query
-/// keeps only the terms.
+/// Counts each distinct term, in first-seen order: a fragment's term frequencies.
 pub(crate) fn count(tokens: Vec<String>) -> Vec<(String, u32)> {
     let mut order: Vec<(String, u32)> = Vec::new();
     let mut at: HashMap<String, usize> = HashMap::new();

@@ -223,6 +223,93 @@ fn eval_reports_metrics_per_run_as_json() {
 }
 
 #[test]
+fn eval_builds_long_queries_from_a_vaults_links() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = tmp.path().join("vault");
+    let topics = [
+        ("glacier", "moraine crevasse icefall serac"),
+        ("volcano", "magma caldera fumarole tephra"),
+        ("reef", "coral polyp atoll lagoon"),
+        ("desert", "dune erg mesa wadi"),
+        ("forest", "canopy understory lichen fern"),
+        ("delta", "estuary silt distributary marsh"),
+        ("tundra", "permafrost sedge lemming muskeg"),
+        ("canyon", "gorge slickrock arroyo butte"),
+    ];
+    for (topic, words) in topics {
+        write(
+            &vault,
+            &format!("{topic}-field-notes.md"),
+            &format!(
+                "# {topic} field notes\n\nWe walked past {words} and wrote about {words} again; \
+             the guide is in [[{topic}-guide]].\n"
+            ),
+        );
+        write(
+            &vault,
+            &format!("{topic}-guide.md"),
+            &format!("# Guide\n\nA guide to {words}, with maps.\n"),
+        );
+    }
+    let report = |runs: &str| -> serde_json::Value {
+        let index = tmp.path().join("idx");
+        serde_json::from_str(&ok(&[
+            "eval",
+            vault.to_str().unwrap(),
+            "--queries",
+            "links",
+            "--index",
+            index.to_str().unwrap(),
+            "--runs",
+            runs,
+            "--json",
+        ]))
+        .unwrap()
+    };
+    let r = report("lexical,recommend");
+    // Half the linking notes (by a hash of their id) are queries; each finds its guide.
+    let queries = r["queries"].as_u64().unwrap();
+    assert!((1..8).contains(&queries), "{r}");
+    assert_eq!(r["runs"]["lexical"]["metrics"]["ndcg@10"], 1.0, "{r}");
+    assert!(
+        r["runs"]["recommend"]["metrics"]["recall@100"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+
+    // `recommend` starts from a query's own source, which a BEIR query is not.
+    let out = finder(&[
+        "eval",
+        beir(tmp.path()).to_str().unwrap(),
+        "--runs",
+        "recommend",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--queries links"), "{err}");
+
+    // The shared SilverBullet vault, when it is beside the repository.
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/silverbullet_docs_vault/notes");
+    if shared.is_dir() {
+        let index = tmp.path().join("sb");
+        let r: serde_json::Value = serde_json::from_str(&ok(&[
+            "eval",
+            shared.to_str().unwrap(),
+            "--queries",
+            "links",
+            "--index",
+            index.to_str().unwrap(),
+            "--json",
+        ]))
+        .unwrap();
+        assert!(r["queries"].as_u64().unwrap() > 50, "{r}");
+        let ndcg = r["runs"]["lexical"]["metrics"]["ndcg@10"].as_f64().unwrap();
+        assert!(ndcg > 0.2, "a note's own words find what it links to: {r}");
+    }
+}
+
+#[test]
 fn eval_names_missing_layers_and_unknown_presets() {
     let tmp = tempfile::tempdir().unwrap();
     let dataset = beir(tmp.path());

@@ -14,6 +14,9 @@ pub use table::{readme_toml, reference_markdown, spec_of, Spec, When, SETTINGS};
 
 pub const DEFAULT_K1: f32 = 1.2;
 pub const DEFAULT_B: f32 = 0.75;
+/// BM25's query-term saturation ([`crate::query_term_weight`]): chosen on short and long
+/// queries together (SciFact and the vaults' links, docs/BENCHMARKS.md "Long queries").
+pub const DEFAULT_K3: f32 = 3.0;
 pub const DEFAULT_FTS_LIST_SIZE: usize = 100;
 pub const DEFAULT_TRIGRAM_WEIGHT: f32 = 0.5;
 pub const DEFAULT_TRIGRAM_EXPANSIONS: usize = 8;
@@ -243,6 +246,8 @@ pub struct LexicalSettings {
     pub enabled: bool,
     pub k1: f32,
     pub b: f32,
+    /// How a word the query repeats weighs ([`crate::query_term_weight`]): 0 counts it once.
+    pub k3: f32,
     /// Candidates taken from each lexical list.
     pub fts_list_size: usize,
     pub trigram: TrigramMode,
@@ -259,6 +264,7 @@ impl Default for LexicalSettings {
             enabled: true,
             k1: DEFAULT_K1,
             b: DEFAULT_B,
+            k3: DEFAULT_K3,
             fts_list_size: DEFAULT_FTS_LIST_SIZE,
             trigram: TrigramMode::Auto,
             trigram_weight: DEFAULT_TRIGRAM_WEIGHT,

@@ -89,6 +89,7 @@ pub const SETTINGS: &[Spec] = &[
     spec("lexical.enabled", Query, "the BM25 list; off only for ablations"),
     ranged("lexical.k1", Query, 0.0, 3.0, "BM25 term-frequency saturation"),
     ranged("lexical.b", Query, 0.0, 1.0, "BM25 length normalisation"),
+    ranged("lexical.k3", Query, 0.0, 1000.0, "how a word the query repeats weighs: (k3+1)·n/(k3+n) for n times; 0 counts it once"),
     ranged("lexical.fts_list_size", Query, 10.0, 200.0, "passages the BM25 list returns"),
     spec("lexical.trigram", Query, "which query words expand into indexed words holding them: off | auto (identifier-like words) | on (all)"),
     ranged("lexical.trigram_weight", Query, 0.0, 2.0, "an expansion's weight, times the share of it the query word covers"),

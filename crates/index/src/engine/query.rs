@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use finder_core::{
-    Bm25Params, Channel, ChannelOutcome, Extent, FastMap, FragmentKey, FragmentMeta, Query,
-    Retriever, SearchResponse, Settings, SourceKey, SourceView, StageTime,
+    query_term_weights, Bm25Params, Channel, ChannelOutcome, Extent, FastMap, FragmentKey,
+    FragmentMeta, Query, Retriever, SearchResponse, Settings, SourceKey, SourceView, StageTime,
 };
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, DocSet, Searcher, Term, TERMINATED};
@@ -16,7 +16,7 @@ use tantivy::{DocAddress, DocSet, Searcher, Term, TERMINATED};
 use crate::analyzer::{terms, WORDS};
 use crate::error::{IndexError, Result};
 use crate::files::LEXICAL_DIR;
-use crate::lexical::{query_terms, top_k_terms};
+use crate::lexical::top_k_terms;
 use crate::pages::{Body, PageFile, Stored};
 use crate::schema::{language_words, Fields};
 use crate::store_error;
@@ -375,21 +375,21 @@ impl<'a> QueryRun<'a> {
             .get(WORDS)
             .expect("analyzers are registered at open");
         let field = self.fields().text;
-        let mut words = terms(&mut analyzer, query);
         // Sources detected in another language hold its stems: the query's words in each.
+        let mut passes = vec![terms(&mut analyzer, query)];
         for language in &self.finder.info.languages {
-            if let Some(mut analyzer) = self
+            let words = self
                 .finder
                 .index
                 .tokenizers()
-                .get(&language_words(language))
-            {
-                words.extend(terms(&mut analyzer, query));
+                .get(&language_words(language));
+            if let Some(mut analyzer) = words {
+                passes.push(terms(&mut analyzer, query));
             }
         }
-        let mut list: Vec<(Term, f32)> = query_terms(field, &words)
+        let mut list: Vec<(Term, f32)> = query_term_weights(&passes, settings.lexical.k3)
             .into_iter()
-            .map(|t| (t, 1.0))
+            .map(|(t, weight)| (Term::from_field_text(field, &t), weight))
             .collect();
         list.extend(self.expansions(query, settings)?);
         if list.is_empty() {

@@ -199,8 +199,8 @@ fn queries_leave_no_scores_behind() {
 }
 
 #[test]
-fn a_repeated_query_word_counts_once() {
-    // "restore" in many documents, "token" in few: weighed by its repeats, "restore" would put
+fn a_repeated_query_word_weighs_by_k3() {
+    // "restore" in many documents, "token" in few: weighed by its repeats, "restore" puts
     // the documents full of it ahead of the one that holds both words.
     let docs: Vec<Vec<usize>> = vec![
         vec![4, 4, 4, 4, 5],  // restore ×4, backup
@@ -214,6 +214,7 @@ fn a_repeated_query_word_counts_once() {
     let (_fx, finder) = build(&docs);
     let mut settings = finder.settings().clone();
     settings.vector.enabled = false;
+    settings.lexical.k3 = 0.0;
     let graph = &mut settings.graph;
     (
         graph.boost,
@@ -222,8 +223,8 @@ fn a_repeated_query_word_counts_once() {
         graph.communities,
         graph.events,
     ) = (false, false, false, false, false);
-    let lexical = |text: &str| -> Vec<(String, f32)> {
-        let response = finder.search(text, &settings, 0, 10).unwrap();
+    let lexical_at = |text: &str, settings: &finder_core::Settings| -> Vec<(String, f32)> {
+        let response = finder.search(text, settings, 0, 10).unwrap();
         response
             .hits
             .iter()
@@ -234,6 +235,7 @@ fn a_repeated_query_word_counts_once() {
             })
             .collect()
     };
+    let lexical = |text: &str| lexical_at(text, &settings);
     let once = lexical("token restore");
     assert_eq!(
         once[0].0, "d2",
@@ -247,7 +249,33 @@ fn a_repeated_query_word_counts_once() {
         assert_eq!(
             lexical(repeated),
             once,
-            "{repeated:?} ranks and scores as its words once"
+            "{repeated:?} ranks and scores as its words once at k3 = 0"
         );
     }
+
+    // With k3, "restore" said three times weighs (k3 + 1)·3 / (k3 + 3): each document's
+    // score grows by its "restore" part times that less one, so the documents full of it
+    // close on the one that holds both words.
+    let k3 = 3.0;
+    let mut weighed = settings.clone();
+    weighed.lexical.k3 = k3;
+    let thrice = lexical_at("restore token restore restore", &weighed);
+    let only_restore = lexical("restore");
+    let extra = finder_core::query_term_weight(3, k3) - 1.0;
+    for (id, score) in &thrice {
+        let base = once.iter().find(|(i, _)| i == id).unwrap().1;
+        let part = only_restore
+            .iter()
+            .find(|(i, _)| i == id)
+            .map_or(0.0, |h| h.1);
+        assert!(
+            (score - (base + extra * part)).abs() < 1e-4,
+            "{id}: {score} against {base} + {extra} × {part}"
+        );
+    }
+    let share = |hits: &[(String, f32)]| {
+        let of = |id: &str| hits.iter().find(|(i, _)| i == id).unwrap().1;
+        of("d0") / of("d2")
+    };
+    assert!(share(&thrice) > share(&once), "{thrice:?} against {once:?}");
 }
