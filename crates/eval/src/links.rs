@@ -9,9 +9,9 @@
 //! hash of their id) are queries, so the other half's links remain for the graph to use; and
 //! each query leaves its own note out of every list (its scope is the others).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use finder_core::{LinkOrder, Settings};
 use finder_index::graph::{links, Link, LinkResolver, LinkStyle};
@@ -74,6 +74,10 @@ pub fn links_dataset(
         };
         write_if_changed(&copy.join(&note.id), &kept)?;
     }
+    // A note gone from the vault goes from the copy too, or its old text would stay indexed.
+    let ids: HashSet<PathBuf> = notes.iter().map(|n| copy.join(&n.id)).collect();
+    std::fs::create_dir_all(copy).map_err(|e| EvalError::io(copy, e))?;
+    remove_others(copy, &ids)?;
     if queries.is_empty() {
         return Err(EvalError::Run(format!(
             "{}: no note links to another note (graph.link_order = {:?}), so there is no query",
@@ -143,6 +147,20 @@ fn question(
         text,
     };
     Some((query, targets))
+}
+
+/// Removes the files under `dir` that `keep` does not list (folders left in place).
+fn remove_others(dir: &Path, keep: &HashSet<PathBuf>) -> Result<(), EvalError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| EvalError::io(dir, e))?;
+    for entry in entries {
+        let path = entry.map_err(|e| EvalError::io(dir, e))?.path();
+        if path.is_dir() {
+            remove_others(&path, keep)?;
+        } else if !keep.contains(&path) {
+            std::fs::remove_file(&path).map_err(|e| EvalError::io(&path, e))?;
+        }
+    }
+    Ok(())
 }
 
 fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
@@ -241,6 +259,11 @@ mod tests {
         assert_eq!(read(kept), body);
         assert_eq!(read(&asking[1]), "# Short\n\nOnly [[storage]].\n");
         assert_eq!(d.dir, copy.path());
+        // A note gone from the vault goes from the copy on the next build.
+        std::fs::remove_file(dir.path().join(kept)).unwrap();
+        links_dataset(dir.path(), &settings, copy.path()).unwrap();
+        assert!(!copy.path().join(kept).exists());
+        assert!(copy.path().join(&asking[0]).exists());
     }
 
     #[test]
