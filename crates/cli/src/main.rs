@@ -197,7 +197,8 @@ enum Command {
         #[arg(long = "run", value_name = "NAME:K=V,...")]
         run: Vec<String>,
         /// Fail (exit 1) when a run scores below `[RUN.]METRIC=VALUE`, e.g. `ndcg@10=0.675` or
-        /// `hybrid.ndcg@10=0.715` (repeatable).
+        /// `hybrid.ndcg@10=0.715`; VALUE may be another run's score, with a margin:
+        /// `full.ndcg@10=hybrid-0.003` (repeatable).
         #[arg(long = "min", value_name = "[RUN.]METRIC=VALUE")]
         min: Vec<String>,
         #[arg(long)]

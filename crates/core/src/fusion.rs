@@ -25,7 +25,7 @@ pub struct ListRank {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FusedFragment {
     pub fragment: FragmentKey,
-    /// `Σ_lists 1 / (rrf_k + rank)`.
+    /// `Σ_lists weight / (rrf_k + rank)` (for `cc`, the weighted normalised scores).
     pub seed: f64,
     pub lists: Vec<ListRank>,
     /// What the graph boost added (`p` scaled to the seeds' total); 0 without a graph.
@@ -47,14 +47,17 @@ fn is_zero(x: &f64) -> bool {
     *x == 0.0
 }
 
-/// Fuses lists by reciprocal rank: `seed(f) = Σ 1/(rrf_k + rank_f)`, ranks one-based.
+/// Fuses lists by reciprocal rank: `seed(f) = Σ weight_l/(rrf_k + rank_f)`, ranks one-based,
+/// `weight_l` being the list's [`RankedList::weight`].
 ///
 /// The result is sorted best first. Ties break on the best single rank, then on the channels'
 /// own scores, each normalised over its list, then on the order the lists found them in, so
 /// the order is deterministic. A fragment listed twice in one list counts once, at its best
 /// rank.
 pub fn rrf(lists: &[RankedList], rrf_k: u32) -> Vec<FusedFragment> {
-    accumulate(lists, |_, rank, _| 1.0 / (rrf_k as f64 + rank as f64))
+    accumulate(lists, |l, rank, _| {
+        lists[l].weight / (rrf_k as f64 + rank as f64)
+    })
 }
 
 /// Sums `share(list index, one-based rank, channel score)` per fragment over the lists, a
@@ -105,7 +108,8 @@ pub fn fuse(lists: &[RankedList], settings: &Settings) -> Vec<FusedFragment> {
 
 /// Convex combination: each list's scores are min-max normalised to [0, 1]; the dense list
 /// weighs `alpha`, the lexical lists share `1 − alpha` equally. When only one side ran, it
-/// takes the whole weight. `share` in each [`ListRank`] is the weighted normalised score.
+/// takes the whole weight. Each list's weight is further multiplied by its
+/// [`RankedList::weight`]. `share` in each [`ListRank`] is the weighted normalised score.
 pub fn convex(lists: &[RankedList], alpha: f64) -> Vec<FusedFragment> {
     let dense = |c: Channel| c == Channel::Vector;
     let n_dense = lists
@@ -125,11 +129,12 @@ pub fn convex(lists: &[RankedList], alpha: f64) -> Vec<FusedFragment> {
     let scales: Vec<(f64, f64, f64)> = lists
         .iter()
         .map(|list| {
-            let weight = if dense(list.channel) {
+            let side = if dense(list.channel) {
                 dense_side / n_dense.max(1) as f64
             } else {
                 sparse_side / n_sparse.max(1) as f64
             };
+            let weight = side * list.weight;
             let (min, max) = score_range(list);
             (weight, f64::from(min), f64::from(max))
         })
@@ -222,7 +227,7 @@ mod tests {
                 score: 10.0 - i as f32,
             })
             .collect();
-        RankedList { channel, hits }
+        RankedList::new(channel, hits)
     }
 
     /// The worked example of the hybrid-search theory seed: BM25 ranks A, B, C and dense
@@ -245,6 +250,25 @@ mod tests {
     }
 
     #[test]
+    fn a_lists_weight_scales_its_share() {
+        let mut graph = list(Channel::Neighbours, &[9, 1]);
+        graph.weight = 0.25;
+        let lists = [list(Channel::Lexical, &[1, 2]), graph];
+        let fused = rrf(&lists, 60);
+        let seed = |key: u64| fused.iter().find(|f| f.fragment.0 == key).unwrap().seed;
+        assert_eq!(seed(9), 0.25 / 61.0);
+        assert_eq!(seed(1), 1.0 / 61.0 + 0.25 / 62.0);
+        assert_eq!(fused[0].lists[1].share, 0.25 / 62.0);
+        // Convex fusion scales the list's side by it too: lexical and graph lists share the
+        // sparse side, here the whole weight.
+        let fused = convex(&lists, 0.5);
+        assert_eq!(fused[0].fragment, FragmentKey(1));
+        assert_eq!(fused[0].seed, 0.5);
+        let nine = fused.iter().find(|f| f.fragment.0 == 9).unwrap();
+        assert_eq!(nine.seed, 0.5 * 0.25);
+    }
+
+    #[test]
     fn duplicates_within_a_list_count_once() {
         let fused = rrf(&[list(Channel::Lexical, &[7, 7, 8])], 60);
         assert_eq!(fused[0].seed, 1.0 / 61.0);
@@ -253,9 +277,9 @@ mod tests {
 
     #[test]
     fn convex_blends_normalised_scores() {
-        let lex = RankedList {
-            channel: Channel::Lexical,
-            hits: vec![
+        let lex = RankedList::new(
+            Channel::Lexical,
+            vec![
                 ScoredFragment {
                     fragment: FragmentKey(1),
                     score: 10.0,
@@ -269,10 +293,10 @@ mod tests {
                     score: 0.0,
                 },
             ],
-        };
-        let dense = RankedList {
-            channel: Channel::Vector,
-            hits: vec![
+        );
+        let dense = RankedList::new(
+            Channel::Vector,
+            vec![
                 ScoredFragment {
                     fragment: FragmentKey(3),
                     score: 0.9,
@@ -282,7 +306,7 @@ mod tests {
                     score: 0.5,
                 },
             ],
-        };
+        );
         let fused = convex(&[lex.clone(), dense.clone()], 0.5);
         let seeds: Vec<(u64, f64)> = fused.iter().map(|f| (f.fragment.0, f.seed)).collect();
         assert_eq!(seeds, vec![(1, 0.5), (3, 0.5), (2, 0.25)]);
@@ -295,16 +319,15 @@ mod tests {
     }
 
     fn scored(channel: Channel, hits: &[(u64, f32)]) -> RankedList {
-        RankedList {
+        RankedList::new(
             channel,
-            hits: hits
-                .iter()
+            hits.iter()
                 .map(|&(k, score)| ScoredFragment {
                     fragment: FragmentKey(k),
                     score,
                 })
                 .collect(),
-        }
+        )
     }
 
     #[test]

@@ -64,6 +64,26 @@ pub struct ScoredFragment {
 pub struct RankedList {
     pub channel: Channel,
     pub hits: Vec<ScoredFragment>,
+    /// How much the list counts in fusion, `0..=1`: each hit's share is multiplied by it. 1 for
+    /// every channel that ranks the corpus itself; a list derived from the graph can count less
+    /// when the graph knows little about the query (see [`crate::graph::neighbour_list`]).
+    #[serde(default = "full_weight")]
+    pub weight: f64,
+}
+
+fn full_weight() -> f64 {
+    1.0
+}
+
+impl RankedList {
+    /// A list that counts fully in fusion.
+    pub fn new(channel: Channel, hits: Vec<ScoredFragment>) -> RankedList {
+        RankedList {
+            channel,
+            hits,
+            weight: 1.0,
+        }
+    }
 }
 
 /// Where a fragment lies in its source file: bytes `[byte_start, byte_end)` and lines

@@ -220,8 +220,15 @@ fn graph_stages<R: Retriever>(
             };
             let n = list.hits.len();
             more |= n > 0;
+            // A list that counts less than fully says so, and why.
+            let note = (n > 0 && list.weight < 1.0).then(|| {
+                format!(
+                    "{n} hits, counted at {:.2} (the share of the seeds with a linked passage)",
+                    list.weight
+                )
+            });
             lists.push(list);
-            (ChannelStatus::Ran, None, n)
+            (ChannelStatus::Ran, note, n)
         };
         let ms = watch.lap(channel.name());
         reports.push(ChannelReport {
@@ -295,16 +302,15 @@ fn event_list<R: Retriever>(
         hits.push((f.fragment, f.total() * weight));
     }
     hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    RankedList {
-        channel: Channel::Events,
-        hits: hits
-            .into_iter()
+    RankedList::new(
+        Channel::Events,
+        hits.into_iter()
             .map(|(fragment, s)| crate::ScoredFragment {
                 fragment,
                 score: s as f32,
             })
             .collect(),
-    }
+    )
 }
 
 /// Whether a store has a graph for this query.
@@ -386,16 +392,15 @@ pub fn search_with<R: Retriever>(
         }
 
         if !like.is_empty() {
-            lists.push(RankedList {
-                channel: Channel::Like,
-                hits: like
-                    .iter()
+            lists.push(RankedList::new(
+                Channel::Like,
+                like.iter()
                     .map(|&fragment| crate::ScoredFragment {
                         fragment,
                         score: 1.0,
                     })
                     .collect(),
-            });
+            ));
             reports.push(ChannelReport {
                 channel: Channel::Like,
                 status: ChannelStatus::Ran,
@@ -557,10 +562,10 @@ mod tests {
             depth: usize,
         ) -> Result<ChannelOutcome, Self::Error> {
             Ok(match self.lists.iter().find(|l| l.channel == channel) {
-                Some(l) => ChannelOutcome::Ran(RankedList {
+                Some(l) => ChannelOutcome::Ran(RankedList::new(
                     channel,
-                    hits: l.hits.iter().take(depth).copied().collect(),
-                }),
+                    l.hits.iter().take(depth).copied().collect(),
+                )),
                 None if channel == Channel::Vector => ChannelOutcome::Degraded("no model".into()),
                 None => ChannelOutcome::Skipped("not asked".into()),
             })
@@ -631,16 +636,15 @@ mod tests {
     }
 
     fn list(channel: Channel, keys: &[u64]) -> RankedList {
-        RankedList {
+        RankedList::new(
             channel,
-            hits: keys
-                .iter()
+            keys.iter()
                 .map(|&k| ScoredFragment {
                     fragment: FragmentKey(k),
                     score: 1.0,
                 })
                 .collect(),
-        }
+        )
     }
 
     /// Fragments 1, 2 belong to source 10; 3 to source 20; 4 is an entity; 5 to source 30.

@@ -414,44 +414,68 @@ fn settings_json(settings: &Settings) -> serde_json::Value {
 }
 
 /// Checks `[run.]metric=minimum` thresholds (`ndcg@10=0.675` for every run,
-/// `hybrid.ndcg@10=0.715` for one); the error lists each miss.
+/// `hybrid.ndcg@10=0.715` for one). The minimum is a number, or another run's value of the same
+/// metric with an optional margin (`full.ndcg@10=hybrid-0.003`: full may trail hybrid by at
+/// most 0.003). The error lists each miss.
 pub fn check_minimums(report: &Report, minimums: &[String]) -> Result<(), EvalError> {
     let mut misses = Vec::new();
     for spec in minimums {
         let Some((target, min)) = spec.split_once('=') else {
             return Err(EvalError::Run(format!(
-                "--min `{spec}`: expected [RUN.]METRIC=VALUE, e.g. ndcg@10=0.675"
+                "--min `{spec}`: expected [RUN.]METRIC=VALUE, e.g. ndcg@10=0.675 or full.ndcg@10=hybrid-0.003"
             )));
         };
-        let min: f64 = min
-            .trim()
-            .parse()
-            .map_err(|_| EvalError::Run(format!("--min `{spec}`: `{min}` is not a number")))?;
         let (only_run, metric) = match target.trim().split_once('.') {
             Some((run, metric)) => (Some(run), metric),
             None => (None, target.trim()),
         };
-        if let Some(run) = only_run {
-            if !report.runs.contains_key(run) {
-                return Err(EvalError::Run(format!(
-                    "--min `{spec}`: no run named `{run}` in this eval"
-                )));
+        let run_named = |run: &str| {
+            report.runs.get(run).ok_or_else(|| {
+                EvalError::Run(format!("--min `{spec}`: no run named `{run}` in this eval"))
+            })
+        };
+        let metric_of = |run: &RunReport| {
+            let entries = run.metrics.entries();
+            match entries.iter().find(|(k, _)| *k == metric) {
+                Some(&(_, value)) => Ok(value),
+                None => {
+                    let known: Vec<&str> = entries.iter().map(|(k, _)| *k).collect();
+                    Err(EvalError::Run(format!(
+                        "--min: unknown metric `{metric}`; known: {}",
+                        known.join(", ")
+                    )))
+                }
             }
+        };
+        if let Some(run) = only_run {
+            run_named(run)?;
         }
+        let (min, shown) = match min.trim().parse::<f64>() {
+            Ok(min) => (min, min.to_string()),
+            Err(_) => {
+                // Another run's value of this metric, give or take a margin.
+                let other = min.trim();
+                let split = other.find(['-', '+']).unwrap_or(other.len());
+                let (base, margin) = other.split_at(split);
+                let margin: f64 = match margin {
+                    "" => 0.0,
+                    m => m.parse().map_err(|_| {
+                        EvalError::Run(format!(
+                            "--min `{spec}`: `{min}` is neither a number nor RUN[-MARGIN]"
+                        ))
+                    })?,
+                };
+                let min = metric_of(run_named(base)?)? + margin;
+                (min, format!("{min:.4} ({other})"))
+            }
+        };
         for (name, run) in report.ordered_runs() {
             if only_run.is_some_and(|r| r != name) {
                 continue;
             }
-            let entries = run.metrics.entries();
-            let Some((_, value)) = entries.iter().find(|(k, _)| *k == metric) else {
-                let known: Vec<&str> = entries.iter().map(|(k, _)| *k).collect();
-                return Err(EvalError::Run(format!(
-                    "--min: unknown metric `{metric}`; known: {}",
-                    known.join(", ")
-                )));
-            };
-            if *value < min {
-                misses.push(format!("{name} {metric} = {value:.4} < {min}"));
+            let value = metric_of(run)?;
+            if value < min {
+                misses.push(format!("{name} {metric} = {value:.4} < {shown}"));
             }
         }
     }

@@ -214,15 +214,15 @@ fn ann_search(c: &mut Criterion) {
 }
 
 fn list(rng: &mut Rng, channel: Channel, n: usize) -> RankedList {
-    RankedList {
+    RankedList::new(
         channel,
-        hits: (0..n)
+        (0..n)
             .map(|r| ScoredFragment {
                 fragment: FragmentKey(rng.below(600) as u64),
                 score: (n - r) as f32,
             })
             .collect(),
-    }
+    )
 }
 
 fn fusion_and_rollup(c: &mut Criterion) {

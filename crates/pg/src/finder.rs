@@ -321,16 +321,15 @@ impl PgQuery<'_> {
         });
         all.truncate(depth);
         self.remember(&all);
-        ChannelOutcome::Ran(RankedList {
+        ChannelOutcome::Ran(RankedList::new(
             channel,
-            hits: all
-                .iter()
+            all.iter()
                 .map(|f| ScoredFragment {
                     fragment: f.fragment,
                     score: f.score,
                 })
                 .collect(),
-        })
+        ))
     }
 
     /// The lexical list: BM25 over the stemmed words plus the trigram channel's expansions,

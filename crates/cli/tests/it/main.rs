@@ -220,6 +220,35 @@ fn eval_reports_metrics_per_run_as_json() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("lexical ndcg@10 = 1.0000 < 1.5"));
+    // A minimum can be another run's value of the metric, give or take a margin.
+    let relative = |min: &str| {
+        finder(&[
+            "eval",
+            dataset.to_str().unwrap(),
+            "--index",
+            index.to_str().unwrap(),
+            "--runs",
+            "lexical",
+            "--run",
+            "flat:lexical.b=0",
+            "--min",
+            min,
+        ])
+    };
+    assert_eq!(
+        relative("flat.ndcg@10=lexical-0.003").status.code(),
+        Some(0)
+    );
+    let out = relative("flat.ndcg@10=lexical+0.25");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("flat ndcg@10 = 1.0000 < 1.2500 (lexical+0.25)"),
+        "{stderr}"
+    );
+    let out = relative("flat.ndcg@10=dense-0.003");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no run named `dense`"));
 }
 
 #[test]

@@ -164,10 +164,9 @@ pub fn entity_list(
         }
     }
     let n = hits.len();
-    RankedList {
-        channel: Channel::Entities,
-        hits: hits
-            .into_iter()
+    RankedList::new(
+        Channel::Entities,
+        hits.into_iter()
             .take(depth)
             .enumerate()
             .map(|(i, fragment)| ScoredFragment {
@@ -175,7 +174,7 @@ pub fn entity_list(
                 score: (n - i) as f32,
             })
             .collect(),
-    }
+    )
 }
 
 /// The nodes the query names whose label `graph.node_labels` allows.
@@ -187,6 +186,14 @@ pub fn named_allowed(access: &dyn GraphAccess, text: &str, settings: &GraphSetti
 
 /// The neighbours channel: fragments one hop from the best seeds, at most `fan_out` per seed,
 /// scored by the seed's score times the edge weight.
+///
+/// The list's fusion weight is the share of those seeds that have a neighbouring fragment at
+/// all: how much the graph knows about this query's neighbourhood. Reciprocal ranks ignore how
+/// many seeds a list was drawn from, so without it two linked passages out of twenty seeds
+/// would take the first ranks of a list that counts as much as the lexical one. Where most
+/// passages link (a note vault, HotpotQA's mentions) the weight stays near 1; where a few
+/// mentions are all there is (SciFact's titles) it falls to a tenth or less
+/// (docs/perf/graph-neighbours.md).
 pub fn neighbour_list(
     access: &dyn GraphAccess,
     fused: &[FusedFragment],
@@ -195,10 +202,12 @@ pub fn neighbour_list(
 ) -> RankedList {
     let weights = settings.weights();
     let mut scores: HashMap<FragmentKey, f64> = HashMap::new();
+    let (mut seeds, mut linked) = (0usize, 0usize);
     for f in fused.iter().take(settings.seeds) {
         let Some(node) = access.node(f.fragment) else {
             continue;
         };
+        seeds += 1;
         let mut around: Vec<(u32, f64)> = access
             .graph()
             .neighbours(node)
@@ -219,8 +228,13 @@ pub fn neighbour_list(
                 }
             }
         }
+        linked += usize::from(taken > 0);
     }
-    ranked(Channel::Neighbours, scores, depth)
+    let mut list = ranked(Channel::Neighbours, scores, depth);
+    if seeds > 0 {
+        list.weight = linked as f64 / seeds as f64;
+    }
+    list
 }
 
 /// The communities channel: members of the hubs the best seeds belong to, each hub's vote
@@ -257,15 +271,83 @@ pub fn community_list(
 fn ranked(channel: Channel, scores: HashMap<FragmentKey, f64>, depth: usize) -> RankedList {
     let mut hits: Vec<(FragmentKey, f64)> = scores.into_iter().collect();
     hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    RankedList {
+    RankedList::new(
         channel,
-        hits: hits
-            .into_iter()
+        hits.into_iter()
             .take(depth)
             .map(|(fragment, s)| ScoredFragment {
                 fragment,
                 score: s as f32,
             })
             .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nodes below `fragments` are the fragments of the same number; the rest are entities.
+    struct Fixture {
+        graph: Graph,
+        fragments: u32,
+    }
+
+    impl GraphAccess for Fixture {
+        fn graph(&self) -> &Graph {
+            &self.graph
+        }
+        fn node(&self, fragment: FragmentKey) -> Option<u32> {
+            (fragment.0 < u64::from(self.fragments)).then_some(fragment.0 as u32)
+        }
+        fn fragment(&self, node: u32) -> Option<FragmentKey> {
+            (node < self.fragments).then_some(FragmentKey(u64::from(node)))
+        }
+        fn describe(&self, node: u32) -> String {
+            node.to_string()
+        }
+        fn named(&self, _: &str) -> Vec<u32> {
+            Vec::new()
+        }
+        fn is_hub(&self, _: u32) -> bool {
+            false
+        }
+    }
+
+    fn seeds(keys: &[u64]) -> Vec<FusedFragment> {
+        keys.iter()
+            .enumerate()
+            .map(|(i, &k)| FusedFragment {
+                fragment: FragmentKey(k),
+                seed: 1.0 / (61 + i) as f64,
+                lists: Vec::new(),
+                boost: 0.0,
+                via: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_neighbours_list_counts_by_the_share_of_seeds_it_links() {
+        let mentions = RelationKind::Mentions.as_u8();
+        let is = RelationKind::Is.as_u8();
+        // Fragments 0..5; node 5 is a title entity, a leaf of fragment 1.
+        let fx = Fixture {
+            graph: Graph::from_edges(6, &[(0, 4, mentions), (1, 5, is)]),
+            fragments: 5,
+        };
+        let settings = GraphSettings::default();
+        // Four seeds, one of which links to a passage: the entity leaf is no passage.
+        let list = neighbour_list(&fx, &seeds(&[0, 1, 2, 3]), &settings, 10);
+        let hits: Vec<u64> = list.hits.iter().map(|h| h.fragment.0).collect();
+        assert_eq!(hits, vec![4]);
+        assert_eq!(list.weight, 0.25);
+        // Every seed linked: the list counts fully.
+        let list = neighbour_list(&fx, &seeds(&[0, 4]), &settings, 10);
+        assert_eq!(list.weight, 1.0);
+        // No seed with a node: nothing to weigh, an empty list at full weight.
+        let list = neighbour_list(&fx, &seeds(&[7, 8]), &settings, 10);
+        assert!(list.hits.is_empty());
+        assert_eq!(list.weight, 1.0);
     }
 }

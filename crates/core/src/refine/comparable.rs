@@ -101,16 +101,15 @@ mod tests {
     use proptest::prelude::*;
 
     fn list(channel: Channel, keys: &[u64]) -> RankedList {
-        RankedList {
+        RankedList::new(
             channel,
-            hits: keys
-                .iter()
+            keys.iter()
                 .map(|&k| ScoredFragment {
                     fragment: FragmentKey(k),
                     score: 1.0,
                 })
                 .collect(),
-        }
+        )
     }
 
     #[test]

@@ -68,17 +68,16 @@ impl Retriever for Store {
         depth: usize,
     ) -> Result<ChannelOutcome, Self::Error> {
         let keys = &self.lists.iter().find(|l| l.0 == channel).unwrap().1;
-        Ok(ChannelOutcome::Ran(RankedList {
+        Ok(ChannelOutcome::Ran(RankedList::new(
             channel,
-            hits: keys
-                .iter()
+            keys.iter()
                 .take(depth)
                 .map(|&k| ScoredFragment {
                     fragment: FragmentKey(k),
                     score: 1.0,
                 })
                 .collect(),
-        }))
+        )))
     }
 
     fn fragment_meta(

@@ -423,10 +423,10 @@ impl<'a> QueryRun<'a> {
                 ties.sort_unstable_by_key(|h| h.fragment);
             }
         }
-        Ok(ChannelOutcome::Ran(finder_core::RankedList {
-            channel: Channel::Lexical,
+        Ok(ChannelOutcome::Ran(finder_core::RankedList::new(
+            Channel::Lexical,
             hits,
-        }))
+        )))
     }
 }
 
@@ -537,10 +537,7 @@ impl QueryRun<'_> {
                 score: sim,
             })
             .collect();
-        ChannelOutcome::Ran(finder_core::RankedList {
-            channel: Channel::Vector,
-            hits,
-        })
+        ChannelOutcome::Ran(finder_core::RankedList::new(Channel::Vector, hits))
     }
 }
 
