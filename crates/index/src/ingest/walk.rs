@@ -1,9 +1,14 @@
-//! The folder walk: every note file under a folder, sorted by relative path, skipping hidden
-//! names and reporting symlinks instead of following them.
+//! The folder walk: every note file under a folder, sorted by relative path, reporting symlinks
+//! instead of following them. It skips what ripgrep skips, through ripgrep's own `ignore`
+//! crate: hidden names (`.git`, `.obsidian`, `.hidden.md`), and whatever `.gitignore`,
+//! `.ignore` or a `.finderignore` in the folder or above it says. Two differences: a
+//! `.gitignore` counts without a git repository around it (a vault is often not one), and the
+//! user's global git excludes do not (the index follows the folder's files alone). `node_modules`
+//! folders are skipped too.
 
 use std::path::{Path, PathBuf};
 
-use walkdir::WalkDir;
+use ignore::{DirEntry, Walk, WalkBuilder};
 
 use crate::document::Problem;
 
@@ -24,18 +29,53 @@ pub(super) fn is_note_name(name: &str) -> bool {
         || super::formats::format_of(&lower).is_some()
 }
 
+/// Finder's own ignore file, read like a `.gitignore` (later rules win, `!` re-includes).
+pub const IGNORE_FILE: &str = ".finderignore";
+
+/// Folders skipped wherever they are, besides hidden ones.
+const SKIPPED_DIRS: &[&str] = &["node_modules"];
+
+/// The walk over `root` with the rules above; `sorted` walks each folder in name order.
+fn walker(root: &Path, sorted: bool) -> Walk {
+    let mut builder = WalkBuilder::new(root);
+    builder
+        .follow_links(false)
+        .hidden(true)
+        .require_git(false)
+        .git_global(false)
+        .add_custom_ignore_filename(IGNORE_FILE)
+        .filter_entry(|e| {
+            let dir = e.file_type().is_some_and(|t| t.is_dir());
+            !(dir && e.depth() > 0 && SKIPPED_DIRS.iter().any(|d| e.file_name() == *d))
+        });
+    if sorted {
+        builder.sort_by_file_name(|a, b| a.cmp(b));
+    }
+    builder.build()
+}
+
+/// The path an `ignore` error is about, if it names one.
+fn error_path(e: &ignore::Error) -> Option<&Path> {
+    match e {
+        ignore::Error::WithPath { path, .. } => Some(path),
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            error_path(err)
+        }
+        _ => None,
+    }
+}
+
+fn is_file(entry: &DirEntry) -> bool {
+    entry.file_type().is_some_and(|t| t.is_file())
+}
+
 /// The bytes of the note files under `root`, counted until the sum passes `limit` (the walk
 /// stops there, so a large folder is not walked to its end for an estimate). What cannot be
 /// read counts nothing: the reading walk reports it.
 pub(super) fn note_bytes_up_to(root: &Path, limit: u64) -> u64 {
     let mut bytes = 0u64;
-    let walk = WalkDir::new(root)
-        .follow_links(false)
-        .sort_by_file_name()
-        .into_iter()
-        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
-    for entry in walk.flatten() {
-        if !entry.file_type().is_file() || !is_note_name(&entry.file_name().to_string_lossy()) {
+    for entry in walker(root, true).flatten() {
+        if !is_file(&entry) || !is_note_name(&entry.file_name().to_string_lossy()) {
             continue;
         }
         bytes += entry.metadata().map_or(0, |m| m.len());
@@ -49,16 +89,11 @@ pub(super) fn note_bytes_up_to(root: &Path, limit: u64) -> u64 {
 /// The note files under `root` and the problems met on the way, in relative-path order.
 pub(super) fn note_files(root: &Path) -> Vec<Result<NoteFile, Problem>> {
     let mut found: Vec<(String, Result<NoteFile, Problem>)> = Vec::new();
-    let walk = WalkDir::new(root)
-        .follow_links(false)
-        .into_iter()
-        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
-    for entry in walk {
+    for entry in walker(root, false) {
         let entry = match entry {
             Ok(entry) => entry,
             Err(e) => {
-                let place = e
-                    .path()
+                let place = error_path(&e)
                     .map_or_else(|| root.display().to_string(), |p| relative(root, p));
                 let reason = format!(
                     "cannot read: {}",
@@ -76,6 +111,19 @@ pub(super) fn note_files(root: &Path) -> Vec<Result<NoteFile, Problem>> {
                 continue;
             }
         };
+        if let Some(e) = entry.error() {
+            // An ignore file with a rule that does not parse: the other rules still hold.
+            let place =
+                error_path(e).map_or_else(|| relative(root, entry.path()), |p| relative(root, p));
+            found.push((
+                place.clone(),
+                Err(Problem {
+                    place: place.clone(),
+                    reason: format!("ignore rule not understood: {e}"),
+                    source_id: Some(place),
+                }),
+            ));
+        }
         if entry.depth() == 0 {
             continue;
         }
@@ -96,17 +144,20 @@ pub(super) fn note_files(root: &Path) -> Vec<Result<NoteFile, Problem>> {
             }
             continue;
         }
-        if !is_note_name(&name) || entry.file_type().is_dir() {
+        let Some(file_type) = entry.file_type() else {
+            continue;
+        };
+        if !is_note_name(&name) || file_type.is_dir() {
             continue;
         }
-        if !entry.file_type().is_file() {
+        if !file_type.is_file() {
             // A FIFO, socket or device named like a note: opening a FIFO would wait for a
             // writer forever, so it is reported and never opened.
             let problem = Problem {
                 place: id.clone(),
                 reason: format!(
                     "not a regular file ({}); not read",
-                    special_kind(&entry.file_type())
+                    special_kind(&file_type)
                 ),
                 source_id: Some(id.clone()),
             };
@@ -210,6 +261,41 @@ mod tests {
                 Ok("sub/deeper/d.md".into())
             ]
         );
+    }
+
+    #[test]
+    fn ignore_files_are_honoured_as_ripgrep_reads_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for name in [
+            "keep.md",
+            "drafts/wip.md",
+            "sub/scratch.tmp.md",
+            "sub/kept.md",
+            "sub/private.md",
+            "vendor/readme.md",
+            "vendor/notes.md",
+            "node_modules/pkg/readme.md",
+        ] {
+            let path = root.join(name);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, "x").unwrap();
+        }
+        // No git repository: the .gitignore counts all the same.
+        fs::write(root.join(".gitignore"), "drafts/\n*.tmp.md\n").unwrap();
+        fs::write(root.join("sub/.ignore"), "private.md\n").unwrap();
+        // Finder's own file, with a rule that takes one file back.
+        fs::write(root.join(".finderignore"), "vendor/*\n!vendor/notes.md\n").unwrap();
+        assert_eq!(
+            ids(root),
+            vec![
+                Ok("keep.md".into()),
+                Ok("sub/kept.md".into()),
+                Ok("vendor/notes.md".into())
+            ]
+        );
+        // The estimate walks by the same rules.
+        assert_eq!(note_bytes_up_to(root, u64::MAX), 3);
     }
 
     #[cfg(unix)]

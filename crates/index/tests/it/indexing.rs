@@ -67,6 +67,41 @@ fn second_run_changes_nothing_and_an_edit_redoes_one() {
 }
 
 #[test]
+fn an_ignore_rule_takes_its_files_out_and_back_in() {
+    let fx = Fixture::new();
+    let input = notes(&fx);
+    let s = Settings::default();
+    fx.write(
+        "notes/node_modules/pkg/readme.md",
+        "# Package\n\nVendored text.\n",
+    );
+    fx.write(
+        "notes/.obsidian/workspace.md",
+        "# Workspace\n\nEditor state.\n",
+    );
+    assert_eq!(fx.index(&[&input], &s).counts.added, 3);
+    // A .finderignore written later removes what it names from the index.
+    fx.write("notes/.finderignore", "team/\n");
+    let second = fx.index(&[&input], &s);
+    assert_eq!((second.counts.removed, second.counts.unchanged), (1, 2));
+    assert!(second.problems.is_empty(), "{:?}", second.problems);
+    assert!(ids(&fx.open(), "on-call engineer rotates", &s).is_empty());
+    // A .gitignore counts without a git repository; `!` takes a file back.
+    fx.write("notes/.finderignore", "");
+    fx.write("notes/.gitignore", "*.md\n!auth.md\n");
+    let third = fx.index(&[&input], &s);
+    assert_eq!((third.counts.added, third.counts.removed), (0, 1));
+    assert_eq!(fx.open().status().unwrap().sources, 1);
+    std::fs::remove_file(fx.path("notes/.gitignore")).unwrap();
+    let fourth = fx.index(&[&input], &s);
+    assert_eq!((fourth.counts.added, fourth.counts.unchanged), (2, 1));
+    assert_eq!(
+        ids(&fx.open(), "on-call engineer rotates", &s),
+        vec!["team/oncall.md".to_string()]
+    );
+}
+
+#[test]
 fn hits_carry_envelope_summary_and_extents_on_the_right_lines() {
     let fx = Fixture::new();
     let input = notes(&fx);
