@@ -112,6 +112,20 @@ fn build(
             .collect()
     };
     todo.sort_by_key(|(_, _, text)| text.len());
+    // A vector depends on the text alone: a fragment whose text the log already holds under
+    // another key (a renamed or moved note, a repeated passage) takes that vector.
+    let by_text: HashMap<u64, &[f32]> = have
+        .values()
+        .map(|(hash, v)| (*hash, v.as_slice()))
+        .collect();
+    let mut copies: Vec<(u64, u64, &[f32])> = Vec::new();
+    todo.retain(|(key, hash, _)| match by_text.get(hash) {
+        Some(v) => {
+            copies.push((*key, *hash, v));
+            false
+        }
+        None => true,
+    });
     // The vectors this build adds, one row each, in key order once complete.
     let mut fresh = if precomputed {
         let mut rows = given;
@@ -121,6 +135,13 @@ fn build(
     } else {
         Rows::with_capacity(dim, todo.len())
     };
+    for &(key, hash, v) in &copies {
+        writer.append(key, hash, v).map_err(io_err(&log_path))?;
+        fresh.push(key, hash, v);
+    }
+    let copied = copies.len();
+    drop(copies);
+    drop(by_text);
     let total = if precomputed { fresh.len() } else { todo.len() };
     progress(VectorProgress::Embedding { done: 0, total });
     if precomputed {
@@ -163,7 +184,7 @@ fn build(
     }
     writer.sync().map_err(io_err(&log_path))?;
     drop(writer);
-    let embedded = fresh.len();
+    let embedded = fresh.len() - copied;
     let reused = fragments.len() - embedded;
 
     // The live set: every current fragment with its current vector, from the log (`have`,

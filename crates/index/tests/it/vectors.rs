@@ -236,6 +236,38 @@ fn edits_and_model_changes_redo_only_what_changed() {
     assert_eq!(fx.open().status().unwrap().committed_at, before);
 }
 
+#[test]
+fn a_renamed_note_keeps_its_vectors() {
+    let fx = Fixture::new();
+    fx.write(
+        "notes/a.md",
+        "# Glacier\n\nMoraine and crevasse on the north face.\n",
+    );
+    fx.write(
+        "notes/b.md",
+        "# Volcano\n\nCaldera and tephra after the eruption.\n",
+    );
+    let input = fx.path("notes");
+    fx.index(&[&input], &Settings::default());
+    let dir = fx.index_dir();
+    let first =
+        build_vectors(&dir, &small_batches(), &BagOfWords::new("bow"), &mut |_| {}).unwrap();
+    assert_eq!((first.embedded, first.total), (2, 2));
+    // A move is a new source id with the same text: its vector is copied, not embedded.
+    std::fs::create_dir_all(fx.path("notes/geo")).unwrap();
+    std::fs::rename(fx.path("notes/a.md"), fx.path("notes/geo/glacier.md")).unwrap();
+    let lexical = fx.index(&[&input], &Settings::default());
+    assert_eq!((lexical.counts.added, lexical.counts.removed), (1, 1));
+    let moved =
+        build_vectors(&dir, &small_batches(), &BagOfWords::new("bow"), &mut |_| {}).unwrap();
+    assert_eq!((moved.embedded, moved.reused, moved.total), (0, 2, 2));
+    let finder = open_with(&fx, Arc::new(BagOfWords::new("bow")));
+    let mut settings = Settings::default();
+    settings.lexical.enabled = false;
+    let r = finder.search("moraine crevasse", &settings, 0, 5).unwrap();
+    assert_eq!(r.hits[0].id, "geo/glacier.md", "{:?}", r.hits);
+}
+
 /// An update inserts the changed vectors in key order, so the same change gives the same graph.
 #[test]
 fn the_same_update_gives_the_same_graph() {
