@@ -23,6 +23,7 @@ mod models;
 mod render;
 mod serve;
 mod store;
+mod watch;
 
 #[derive(Parser)]
 #[command(
@@ -82,6 +83,24 @@ enum Command {
         /// Print the run report as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Index, then index again whenever the inputs change (file-system events, debounced;
+    /// a periodic rescan besides), until Ctrl-C.
+    Watch {
+        /// Inputs, as for `finder index`.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Index folder (created when missing).
+        #[arg(long)]
+        index: PathBuf,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Quiet time that turns a burst of saves into one run.
+        #[arg(long, default_value_t = 200, value_name = "MS")]
+        debounce_ms: u64,
+        /// Rescan this often even without events (file systems that send none); 0: never.
+        #[arg(long, default_value_t = 300, value_name = "SECS")]
+        rescan_secs: u64,
     },
     /// Search an index.
     Search {
@@ -222,6 +241,9 @@ enum Command {
         token_file: Option<PathBuf>,
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Follow each space's inputs (the paths it was indexed from), as `finder watch` does.
+        #[arg(long)]
+        watch: bool,
     },
     /// Speak the Model Context Protocol on stdin/stdout (an agent tool: search, context, recommend).
     Mcp {
@@ -461,13 +483,38 @@ fn run(cli: Cli) -> Result<ExitCode> {
             finder_eval::check_minimums(&report, &min)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Watch {
+            inputs,
+            index,
+            config,
+            debounce_ms,
+            rescan_secs,
+        } => watch::watch(
+            &inputs,
+            &index,
+            config.as_deref(),
+            watch::Timing {
+                debounce: Duration::from_millis(debounce_ms),
+                rescan: (rescan_secs > 0).then(|| Duration::from_secs(rescan_secs)),
+            },
+        ),
         Command::Serve {
             index,
             addr,
             token_file,
             config,
-        } => serve::serve(&index, &addr, token_file.as_deref(), config.as_deref())
-            .map(|()| ExitCode::SUCCESS),
+            watch,
+        } => serve::serve(
+            &index,
+            &addr,
+            token_file.as_deref(),
+            config.as_deref(),
+            watch.then_some(watch::Timing {
+                debounce: finder_index::watch::DEFAULT_DEBOUNCE,
+                rescan: Some(finder_index::watch::DEFAULT_RESCAN),
+            }),
+        )
+        .map(|()| ExitCode::SUCCESS),
         Command::Mcp { index, config } => {
             serve::mcp(&index, config.as_deref()).map(|()| ExitCode::SUCCESS)
         }

@@ -63,8 +63,21 @@ pub fn serve(
     addr: &str,
     token_file: Option<&Path>,
     config: Option<&Path>,
+    watch: Option<crate::watch::Timing>,
 ) -> Result<()> {
     let spaces = spaces(index, config, Some(build_vectors_after_writes()))?;
+    let mut following = Vec::new();
+    if let Some(timing) = watch {
+        for space in spaces.iter() {
+            let line = match crate::watch::follow(space.clone(), timing)
+                .with_context(|| format!("space `{}`: following its inputs", space.name()))?
+            {
+                Some(said) => said,
+                None => "has no input folder or file to follow".to_string(),
+            };
+            following.push(format!("  space {:<10} {line}", space.name()));
+        }
+    }
     // The token file is read after the spaces are known: a grant of a space that is not
     // served is a mistake worth stopping for.
     let access = match token_file {
@@ -99,7 +112,7 @@ pub fn serve(
         say(format!(
             "Finder is serving at http://{bound}/  (Ctrl-C stops)"
         ));
-        for line in &lines {
+        for line in lines.iter().chain(&following) {
             say(line.clone());
         }
         if guarded {

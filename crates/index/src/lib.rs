@@ -30,6 +30,7 @@ mod slots;
 mod stored;
 mod tuning;
 mod vector;
+pub mod watch;
 mod writer;
 
 pub use analyzer::{looks_like_identifier, ANALYSIS};

@@ -6,6 +6,7 @@ mod mcp;
 mod mcp_clients;
 mod postgres;
 mod refine;
+mod watch;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -11,6 +11,8 @@ mod records;
 mod summary;
 mod walk;
 
+pub(crate) use walk::IGNORE_FILE;
+
 use std::path::{Path, PathBuf};
 
 use finder_core::IndexSettings;

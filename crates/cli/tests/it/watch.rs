@@ -1,0 +1,120 @@
+//! `finder watch`: the index follows creates, edits, renames, deletes and ignore rules, and
+//! ends equal to a clean build of the same files.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{ok, write};
+
+/// The watching process, stopped when the test ends however it ends.
+struct Watching(Child);
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What `query` finds, by id; nothing while the index is not there yet.
+fn ids(index: &Path, query: &str) -> Vec<String> {
+    let out = crate::finder(&[
+        "search",
+        query,
+        "--index",
+        index.to_str().unwrap(),
+        "--json",
+    ]);
+    if !out.status.success() {
+        return Vec::new();
+    }
+    let response: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    response["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Waits until `query` finds exactly `expected`. Convergence, not speed, is what is tested:
+/// the wait is long enough for a loaded machine.
+fn until_found(index: &Path, query: &str, expected: &[&str]) {
+    let started = Instant::now();
+    loop {
+        let found = ids(index, query);
+        if found == expected {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "`{query}` still finds {found:?}, expected {expected:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn status(index: &Path) -> serde_json::Value {
+    serde_json::from_str(&ok(&[
+        "status",
+        "--index",
+        index.to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap()
+}
+
+#[test]
+fn watch_follows_creates_edits_renames_deletes_and_ignore_rules() {
+    let tmp = tempfile::tempdir().unwrap();
+    let notes = crate::notes(tmp.path());
+    let index = tmp.path().join("idx");
+    let child = Command::new(env!("CARGO_BIN_EXE_finder"))
+        .args(["watch", notes.to_str().unwrap(), "--index"])
+        .arg(&index)
+        .args(["--debounce-ms", "50", "--rescan-secs", "0"])
+        .env("FINDER_MODEL_DIR", "/nonexistent/finder-model")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start finder watch");
+    let _watching = Watching(child);
+    until_found(&index, "snapshots", &["backups.md"]);
+
+    write(&notes, "glacier.md", "# Glacier\n\nMoraine and crevasse.\n");
+    until_found(&index, "moraine", &["glacier.md"]);
+
+    write(&notes, "glacier.md", "# Volcano\n\nCaldera and tephra.\n");
+    until_found(&index, "caldera", &["glacier.md"]);
+    until_found(&index, "moraine", &[]);
+
+    std::fs::rename(notes.join("glacier.md"), notes.join("misc/volcano.md")).unwrap();
+    until_found(&index, "caldera", &["misc/volcano.md"]);
+
+    std::fs::remove_file(notes.join("backups.md")).unwrap();
+    until_found(&index, "snapshots", &[]);
+
+    // Churn in a hidden folder is not a change; an ignore rule is.
+    write(&notes, ".git/HEAD", "ref: refs/heads/main\n");
+    write(&notes, ".finderignore", "misc/\n");
+    until_found(&index, "caldera", &[]);
+    until_found(&index, "warmup", &[]);
+    until_found(&index, "refresh token", &["tokens.md"]);
+
+    // What the watch left equals a clean build of the same files.
+    let clean = tmp.path().join("clean");
+    ok(&[
+        "index",
+        notes.to_str().unwrap(),
+        "--index",
+        clean.to_str().unwrap(),
+    ]);
+    let (watched, built) = (status(&index), status(&clean));
+    for key in ["sources", "fragments", "origins"] {
+        assert_eq!(watched[key], built[key], "{key}: {watched} vs {built}");
+    }
+    for query in ["refresh token", "caldera", "snapshots", "cache warmup"] {
+        assert_eq!(ids(&index, query), ids(&clean, query), "{query}");
+    }
+}
