@@ -194,6 +194,12 @@ enum Command {
         index: PathBuf,
         #[arg(long)]
         json: bool,
+        /// Each source of the inputs against the last commit: indexed, changed, new, gone,
+        /// failed (with the reason) or ignored (with the rule); fragments and vectors each.
+        #[arg(long)]
+        files: bool,
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Evaluate on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), or
     /// on long queries built from a folder of linked notes (`--queries links`).
@@ -419,10 +425,28 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Status { index, json } => {
-            let settings = load_settings(&index, None)?;
+        Command::Status {
+            index,
+            json,
+            files,
+            config,
+        } => {
+            let settings = load_settings(&index, config.as_deref())?;
             if settings.storage.backend == finder_core::StorageBackend::Postgres {
+                if files {
+                    anyhow::bail!("`status --files` reads an embedded index only so far");
+                }
                 return pg_status(&settings, json);
+            }
+            if files {
+                let report = finder_index::freshness::file_states(&index, &settings)
+                    .with_context(|| format!("comparing the inputs of {}", index.display()))?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&report)?);
+                } else {
+                    print!("{}", render::files(&report));
+                }
+                return Ok(ExitCode::SUCCESS);
             }
             let finder = Finder::open(&index, settings)?;
             let status = finder.status()?;

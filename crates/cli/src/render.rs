@@ -216,3 +216,40 @@ pub fn vector_report(outcome: &crate::models::VectorOutcome) -> String {
         }
     }
 }
+
+/// `finder status --files`: one line per source (state, id, fragments and vectors, and the
+/// reason or rule), then the totals.
+pub fn files(report: &finder_index::freshness::FilesReport) -> String {
+    use finder_index::freshness::FileState;
+    let mut out = String::new();
+    for f in &report.files {
+        let detail = match &f.state {
+            FileState::Failed { reason } => format!("  ({reason})"),
+            FileState::Ignored { rule } => format!("  ({rule})"),
+            _ if f.fragments > 0 => {
+                format!("  {} fragments, {} with vectors", f.fragments, f.vectors)
+            }
+            _ => String::new(),
+        };
+        let warning = f
+            .problem
+            .as_deref()
+            .map_or(String::new(), |p| format!("  (warning: {p})"));
+        let _ = writeln!(out, "{:<8} {}{detail}{warning}", f.state.name(), f.id);
+    }
+    let totals: Vec<String> = report
+        .totals
+        .iter()
+        .map(|(state, n)| format!("{n} {state}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "{}",
+        if totals.is_empty() {
+            "no sources".to_string()
+        } else {
+            totals.join(", ")
+        }
+    );
+    out
+}

@@ -12,6 +12,7 @@ mod engine;
 mod error;
 pub mod expand;
 mod files;
+pub mod freshness;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod graph;

@@ -102,6 +102,22 @@ fn watch_follows_creates_edits_renames_deletes_and_ignore_rules() {
     until_found(&index, "warmup", &[]);
     until_found(&index, "refresh token", &["tokens.md"]);
 
+    // Every file is accounted for: one indexed, the folder the rule leaves out.
+    let files: serde_json::Value = serde_json::from_str(&ok(&[
+        "status",
+        "--index",
+        index.to_str().unwrap(),
+        "--files",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(
+        files["totals"],
+        serde_json::json!({"indexed": 1, "ignored": 1}),
+        "{files}"
+    );
+    assert_eq!(files["files"][0]["rule"], ".finderignore: misc/");
+
     // What the watch left equals a clean build of the same files.
     let clean = tmp.path().join("clean");
     ok(&[

@@ -11,7 +11,7 @@ mod records;
 mod summary;
 mod walk;
 
-pub(crate) use walk::IGNORE_FILE;
+pub(crate) use walk::{ignored_files, IGNORE_FILE};
 
 use std::path::{Path, PathBuf};
 

@@ -69,6 +69,77 @@ fn is_file(entry: &DirEntry) -> bool {
     entry.file_type().is_some_and(|t| t.is_file())
 }
 
+/// What the walk of `root` leaves out by a rule, each with the rule that did: note files, and
+/// folders (listed once, not their contents). Hidden names are not listed.
+pub(crate) fn ignored_files(root: &Path) -> Vec<(String, String)> {
+    let kept: std::collections::HashSet<PathBuf> = walker(root, false)
+        .flatten()
+        .map(DirEntry::into_path)
+        .collect();
+    let mut everything = WalkBuilder::new(root);
+    everything
+        .standard_filters(false)
+        .hidden(true)
+        .follow_links(false)
+        .sort_by_file_name(|a, b| a.cmp(b));
+    let mut matchers = std::collections::HashMap::new();
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut skipped_dirs: Vec<PathBuf> = Vec::new();
+    for entry in everything.build().flatten() {
+        let path = entry.path();
+        if entry.depth() == 0
+            || kept.contains(path)
+            || skipped_dirs.iter().any(|d| path.starts_with(d))
+        {
+            continue;
+        }
+        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+        if is_dir {
+            skipped_dirs.push(path.to_path_buf());
+        } else if !is_note_name(&entry.file_name().to_string_lossy()) {
+            continue;
+        }
+        let mut id = relative(root, path);
+        if is_dir {
+            id.push('/');
+        }
+        out.push((id, rule_for(root, path, is_dir, &mut matchers)));
+    }
+    out
+}
+
+/// The ignore rule that leaves `path` out: the nearest ignore file with a matching line,
+/// `.finderignore` before `.ignore` before `.gitignore` in one folder.
+fn rule_for(
+    root: &Path,
+    path: &Path,
+    is_dir: bool,
+    matchers: &mut std::collections::HashMap<PathBuf, ignore::gitignore::Gitignore>,
+) -> String {
+    if is_dir
+        && SKIPPED_DIRS
+            .iter()
+            .any(|d| path.file_name() == Some(d.as_ref()))
+    {
+        return "always skipped".to_string();
+    }
+    for dir in path.ancestors().skip(1).take_while(|d| d.starts_with(root)) {
+        for name in [IGNORE_FILE, ".ignore", ".gitignore"] {
+            let file = dir.join(name);
+            if !file.is_file() {
+                continue;
+            }
+            let matcher = matchers
+                .entry(file.clone())
+                .or_insert_with(|| ignore::gitignore::Gitignore::new(&file).0);
+            if let ignore::Match::Ignore(glob) = matcher.matched_path_or_any_parents(path, is_dir) {
+                return format!("{}: {}", relative(root, &file), glob.original());
+            }
+        }
+    }
+    "an ignore file above the folder".to_string()
+}
+
 /// The bytes of the note files under `root`, counted until the sum passes `limit` (the walk
 /// stops there, so a large folder is not walked to its end for an estimate). What cannot be
 /// read counts nothing: the reading walk reports it.

@@ -102,6 +102,76 @@ fn an_ignore_rule_takes_its_files_out_and_back_in() {
 }
 
 #[test]
+fn file_states_say_what_the_next_run_would_change() {
+    use finder_index::freshness::{file_states, FileState};
+    let fx = Fixture::new();
+    let input = notes(&fx);
+    let s = Settings::default();
+    fx.index(&[&input], &s);
+    let states = || -> Vec<(String, FileState)> {
+        file_states(&fx.index_dir(), &s)
+            .unwrap()
+            .files
+            .into_iter()
+            .map(|f| (f.id, f.state))
+            .collect()
+    };
+    assert!(
+        states().iter().all(|(_, st)| *st == FileState::Indexed),
+        "{:?}",
+        states()
+    );
+
+    fx.write("notes/backup.md", "# Backups\n\nHourly now.\n");
+    std::fs::remove_file(fx.path("notes/team/oncall.md")).unwrap();
+    fx.write("notes/new.md", "# New\n\nFresh.\n");
+    std::fs::write(fx.path("notes/bad.md"), b"\xff\xfe\x00bad").unwrap();
+    fx.write("notes/drafts/wip.md", "# Draft\n");
+    fx.write("notes/.finderignore", "drafts/\n");
+    let rule = FileState::Ignored {
+        rule: ".finderignore: drafts/".into(),
+    };
+    let before = states();
+    assert_eq!(
+        before
+            .iter()
+            .map(|(id, st)| (id.as_str(), st.name()))
+            .collect::<Vec<_>>(),
+        vec![
+            ("auth.md", "indexed"),
+            ("backup.md", "changed"),
+            ("bad.md", "failed"),
+            ("drafts/", "ignored"),
+            ("new.md", "new"),
+            ("team/oncall.md", "gone"),
+        ]
+    );
+    assert_eq!(before[3].1, rule);
+    let FileState::Failed { reason } = &before[2].1 else {
+        unreachable!()
+    };
+    assert!(reason.contains("UTF-8"), "{reason}");
+
+    // A run brings the index to the files: what is left is the failure and the rule.
+    fx.index(&[&input], &s);
+    let after = file_states(&fx.index_dir(), &s).unwrap();
+    assert_eq!(after.totals.get("indexed"), Some(&3), "{after:?}");
+    assert_eq!(
+        (after.totals.get("failed"), after.totals.get("ignored")),
+        (Some(&1), Some(&1))
+    );
+    assert_eq!(
+        after
+            .files
+            .iter()
+            .find(|f| f.id == "new.md")
+            .unwrap()
+            .fragments,
+        1
+    );
+}
+
+#[test]
 fn hits_carry_envelope_summary_and_extents_on_the_right_lines() {
     let fx = Fixture::new();
     let input = notes(&fx);
