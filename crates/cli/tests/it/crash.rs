@@ -11,8 +11,12 @@
 //! Server writes: documents are PUT one after another and the server is killed at a random
 //! moment; after a restart every acknowledged write must be there, with its latest content.
 //!
-//! Kill counts: `FINDER_CRASH_KILLS` (index runs, default 20) and `FINDER_CRASH_SERVER_KILLS`
-//! (default 5); `FINDER_CRASH_SEED` varies the schedule.
+//! Watch: `finder watch` is killed during bursts of edits, deletions and additions; the index must
+//! open and be consistent after each kill, and a restarted watch must converge to the files.
+//!
+//! Kill counts: `FINDER_CRASH_KILLS` (index runs, default 20), `FINDER_CRASH_WATCH_KILLS`
+//! (default 5) and `FINDER_CRASH_SERVER_KILLS` (default 5); `FINDER_CRASH_SEED` varies the
+//! schedule.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -410,6 +414,82 @@ fn index_survives_sigkill_at_random_points() {
          {} sources, full run {:.0} ms",
         corpus.expected().len(),
         full_run.as_secs_f64() * 1000.0
+    );
+}
+
+/// `finder watch` killed with SIGKILL in the middle of bursts of edits, deletions and additions:
+/// after each kill the index opens, counts what it holds and finds each held source by its own
+/// word; a restarted watch converges to the files, and ends as a clean build of them.
+#[test]
+fn watch_survives_sigkill_during_bursts() {
+    let kills = env_count("FINDER_CRASH_WATCH_KILLS", 5);
+    let mut rng = Rng(seed() ^ 0x77a7c4);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut corpus = Corpus::new(tmp.path(), 60, 120);
+    let index = tmp.path().join("idx");
+    configure(&index);
+    let watch = |corpus: &Corpus| {
+        let mut cmd = finder_cmd();
+        cmd.arg("watch")
+            .arg(&corpus.notes)
+            .arg(&corpus.stream)
+            .args(["--debounce-ms", "20", "--rescan-secs", "0", "--index"])
+            .arg(&index);
+        cmd.spawn().expect("start finder watch")
+    };
+    // Every id any generation had: what the index may hold after a kill.
+    let mut seen: std::collections::BTreeSet<String> = corpus.expected().into_keys().collect();
+    let mut generation = 0;
+    for _ in 0..kills {
+        let mut child = watch(&corpus);
+        let bursts = 1 + rng.below(4);
+        for _ in 0..bursts {
+            generation += 1;
+            corpus.mutate(&mut rng, generation);
+            seen.extend(corpus.expected().into_keys());
+            std::thread::sleep(Duration::from_millis(rng.below(150)));
+        }
+        std::thread::sleep(Duration::from_millis(rng.below(300)));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "finder watch exited by itself"
+        );
+        child.kill().ok(); // SIGKILL
+        child.wait().unwrap();
+        let ids: Vec<&String> = seen.iter().collect();
+        let (finder, held) = observe(&index, &ids);
+        check_consistent(&finder, &held, &mut rng);
+    }
+
+    // A restarted watch catches up with the files without any event: its first run does.
+    let mut child = watch(&corpus);
+    let expected = corpus.expected();
+    let ids: Vec<&String> = seen.iter().collect();
+    let started = Instant::now();
+    loop {
+        let (_, held) = observe(&index, &ids);
+        if held == expected {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the restarted watch did not converge: {} held, {} expected",
+            held.len(),
+            expected.len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().ok();
+    child.wait().unwrap();
+    let clean = tmp.path().join("clean");
+    configure(&clean);
+    run_index(&corpus, &clean);
+    let (watched, built) = (observe(&index, &ids).1, observe(&clean, &ids).1);
+    assert_eq!(watched, built);
+    println!(
+        "crash: {kills} kills of finder watch during bursts survived; {generation} generations, \
+         {} sources",
+        expected.len()
     );
 }
 
