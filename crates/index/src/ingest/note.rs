@@ -27,6 +27,9 @@ pub(super) fn read_note(
         Ok(bytes) => note_from_bytes(id, &bytes, origin, settings)
             .into_iter()
             .for_each(sink),
+        // Gone between the walk and the read (renamed or deleted while a run was reading):
+        // as if the walk had not listed it. Its removal or new name is the next run's.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => sink(Err(problem(
             id.to_string(),
             format!("cannot read file: {e}"),
@@ -207,6 +210,20 @@ mod tests {
 
     fn settings() -> IndexSettings {
         IndexSettings::default()
+    }
+
+    #[test]
+    fn a_note_gone_before_its_read_is_neither_source_nor_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut got = 0;
+        read_note(
+            "moved.md",
+            &dir.path().join("moved.md"),
+            "notes",
+            &settings(),
+            &mut |_| got += 1,
+        );
+        assert_eq!(got, 0);
     }
 
     fn one(id: &str, bytes: &[u8]) -> (Vec<Problem>, Option<SourceDoc>) {
