@@ -56,6 +56,9 @@ pub enum VectorProgress {
 /// the graph's batch, so the batches stay full).
 const GRAPH_PROGRESS_EVERY: usize = 4096;
 
+/// The file a vector build holds an exclusive lock on while it runs.
+const BUILD_LOCK: &str = "build.lock";
+
 /// Embeds what is missing and publishes the vector index, reporting each phase to `progress`.
 pub fn build_vectors(
     dir: &Path,
@@ -63,8 +66,25 @@ pub fn build_vectors(
     embedder: &dyn Embed,
     progress: &mut dyn FnMut(VectorProgress),
 ) -> Result<VectorReport> {
+    // One build at a time per index, across processes (a watch's background build beside a
+    // `finder index`, an API write's): a second waits for the first, then finds its work done.
+    let vdir = dir.join(VECTOR_DIR);
+    std::fs::create_dir_all(&vdir).map_err(|source| IndexError::Io {
+        path: vdir.clone(),
+        source,
+    })?;
+    let lock_path = vdir.join(BUILD_LOCK);
+    let lock = std::fs::File::create(&lock_path).map_err(|source| IndexError::Io {
+        path: lock_path.clone(),
+        source,
+    })?;
+    lock.lock().map_err(|source| IndexError::Io {
+        path: lock_path,
+        source,
+    })?;
     crate::tuning::map_large_blocks();
     let report = build(dir, settings, embedder, progress);
+    drop(lock);
     // everything the build held is dropped by now: hand the freed heap back
     crate::tuning::release_free_memory();
     report
