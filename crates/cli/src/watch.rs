@@ -1,10 +1,13 @@
 //! `finder watch` and `finder serve --watch`: index again whenever the inputs change.
 //!
-//! Each run is the ordinary incremental `finder index` (finder_index::watch says why), then the
-//! vectors of what changed. A run that finds the index busy (another writer) is retried.
+//! Each run is the ordinary incremental `finder index` (finder_index::watch says why). The
+//! vectors of what changed are built on a thread of their own, so the next lexical run never
+//! waits for embedding; requests made during a build make one more build after it. A run that
+//! finds the index busy (another writer) is retried.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -43,18 +46,23 @@ pub fn watch(
     // Watching starts before the first run, so nothing saved during it is missed.
     let changes = Changes::new(inputs, index, timing.debounce, timing.rescan)
         .with_context(|| format!("watching the inputs of {}", index.display()))?;
-    println!(
-        "{}",
-        run_logged(index, inputs, &settings, "first run", true)?
-    );
+    let vectors = vector_builder(index.to_path_buf(), settings.clone(), String::new());
+    let (line, _) = run_logged(index, inputs, &settings, "first run")?;
+    println!("{line}");
+    let _ = vectors.send(());
     println!(
         "watching {} input(s) for {} (Ctrl-C stops)",
         inputs.len(),
         index.display()
     );
     while let Some(trigger) = changes.wait() {
-        match run_logged(index, inputs, &settings, &why(&trigger), false) {
-            Ok(line) => println!("{line}"),
+        match run_logged(index, inputs, &settings, &why(&trigger)) {
+            Ok((line, changed)) => {
+                println!("{line}");
+                if changed {
+                    let _ = vectors.send(());
+                }
+            }
             // A failed run is reported and the next change tries again: what was indexed
             // before stays as it was.
             Err(e) => eprintln!("warning: {e:#}"),
@@ -88,6 +96,11 @@ pub fn follow(space: Arc<Space>, timing: Timing) -> Result<Option<String>> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    let vectors = vector_builder(
+        space.dir().to_path_buf(),
+        space.base_settings()?,
+        format!("space {}: ", space.name()),
+    );
     std::thread::Builder::new()
         .name(format!("watch {}", space.name()))
         .spawn(move || {
@@ -99,9 +112,17 @@ pub fn follow(space: Arc<Space>, timing: Timing) -> Result<Option<String>> {
                         continue;
                     }
                 };
-                let _writes = space.write_lock();
-                match run_logged(space.dir(), &inputs, &settings, &why(&trigger), false) {
-                    Ok(line) => println!("space {}: {line}", space.name()),
+                let outcome = {
+                    let _writes = space.write_lock();
+                    run_logged(space.dir(), &inputs, &settings, &why(&trigger))
+                };
+                match outcome {
+                    Ok((line, changed)) => {
+                        println!("space {}: {line}", space.name());
+                        if changed {
+                            let _ = vectors.send(());
+                        }
+                    }
                     Err(e) => eprintln!("finder serve: space {}: {e:#}", space.name()),
                 }
             }
@@ -124,15 +145,39 @@ fn why(trigger: &Trigger) -> String {
     }
 }
 
-/// One run, retried while another writer holds the index; a one-line account of it. The
-/// vectors are built when something changed, or always with `vectors`.
+/// A thread that builds the vectors of `index` whenever asked; asks made during a build are
+/// served by one build after it. Builds of one index never overlap, in this process or across
+/// processes (`build_vectors` holds a lock).
+fn vector_builder(index: PathBuf, settings: Settings, label: String) -> Sender<()> {
+    let (tx, rx) = channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("vectors".to_string())
+        .spawn(move || {
+            while rx.recv().is_ok() {
+                while rx.try_recv().is_ok() {}
+                match models::build(&index, &settings) {
+                    Ok(outcome) => println!("{label}{}", render::vector_report(&outcome)),
+                    Err(e) => eprintln!(
+                        "warning: {label}building vectors in {}: {e:#}",
+                        index.display()
+                    ),
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!("warning: no vector builds while watching: {e}");
+    }
+    tx
+}
+
+/// One lexical run, retried while another writer holds the index: a one-line account of it,
+/// and whether it changed anything.
 fn run_logged(
     index: &Path,
     inputs: &[PathBuf],
     settings: &Settings,
     why: &str,
-    vectors: bool,
-) -> Result<String> {
+) -> Result<(String, bool)> {
     let started = Instant::now();
     let mut tries = 0;
     let report = loop {
@@ -147,17 +192,13 @@ fn run_logged(
     for problem in &report.problems {
         eprintln!("warning: {problem}");
     }
-    let lexical = started.elapsed().as_secs_f64();
     let c = report.counts;
-    let mut line = format!(
+    let line = format!(
         "{why}: {} added, {} updated, {} removed ({:.2} s)",
-        c.added, c.updated, c.removed, lexical
+        c.added,
+        c.updated,
+        c.removed,
+        started.elapsed().as_secs_f64()
     );
-    if vectors || c.added + c.updated + c.removed > 0 {
-        let vectors = models::build(index, settings)
-            .with_context(|| format!("building vectors in {}", index.display()))?;
-        line.push_str("; ");
-        line.push_str(&render::vector_report(&vectors));
-    }
-    Ok(line)
+    Ok((line, c.added + c.updated + c.removed > 0))
 }

@@ -1,7 +1,9 @@
 //! Following the inputs: file-system notifications (the `notify` crate) turned into "run the
 //! index again" triggers, with a periodic rescan for file systems that send none. A burst of
-//! events becomes one trigger once the inputs have been quiet for the debounce time. Access
-//! events (a file opened or read, which every run itself causes) are not changes.
+//! events becomes one trigger once the inputs have been quiet for the debounce time, or at the
+//! latest [`MAX_WAIT_DEBOUNCES`] debounce times after its first event, so a steady stream of
+//! saves still gets runs. Access events (a file opened or read, which every run itself
+//! causes) are not changes.
 //!
 //! A run is the ordinary incremental [`crate::index_inputs`]: it re-reads the inputs, hashes
 //! each file and writes only what changed, so a burst of saves, a rename (its fragments keep
@@ -20,6 +22,9 @@ use crate::error::{IndexError, Result};
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(200);
 /// Default interval of the fallback rescan.
 pub const DEFAULT_RESCAN: Duration = Duration::from_secs(300);
+
+/// A trigger waits at most this many debounce times after its first event.
+pub const MAX_WAIT_DEBOUNCES: u32 = 10;
 
 /// Names that start with a dot but still matter: the ignore files change what is indexed.
 const DOT_FILES_THAT_COUNT: &[&str] = &[".gitignore", ".ignore", crate::ingest::IGNORE_FILE];
@@ -105,16 +110,25 @@ impl Changes {
     }
 
     /// Waits for the next reason to run: a batch of relevant changes followed by `debounce` of
-    /// quiet, the rescan interval, or a watcher error. `None` when the watcher is gone.
+    /// quiet (or [`MAX_WAIT_DEBOUNCES`] of them since its first change), the rescan interval,
+    /// or a watcher error. `None` when the watcher is gone.
     pub fn wait(&self) -> Option<Trigger> {
         let deadline = self.rescan.map(|d| Instant::now() + d);
         let mut paths: Vec<PathBuf> = Vec::new();
+        let mut first: Option<Instant> = None;
         loop {
-            // Before the first change: until the rescan is due. After it: until a quiet spell.
-            let timeout = if paths.is_empty() {
-                deadline.map(|at| at.saturating_duration_since(Instant::now()))
-            } else {
-                Some(self.debounce)
+            // Before the first change: until the rescan is due. After it: until a quiet spell,
+            // or the longest a change may wait.
+            let timeout = match first {
+                None => deadline.map(|at| at.saturating_duration_since(Instant::now())),
+                Some(at) => {
+                    let left = (at + self.debounce * MAX_WAIT_DEBOUNCES)
+                        .saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    Some(self.debounce.min(left))
+                }
             };
             let got = match timeout {
                 Some(t) => match self.events.recv_timeout(t) {
@@ -128,7 +142,12 @@ impl Changes {
                 None => self.events.recv().ok()?,
             };
             match got {
-                Ok(changed) => paths.extend(changed.into_iter().filter(|p| self.counts(p))),
+                Ok(changed) => {
+                    paths.extend(changed.into_iter().filter(|p| self.counts(p)));
+                    if !paths.is_empty() && first.is_none() {
+                        first = Some(Instant::now());
+                    }
+                }
                 Err(e) => return Some(Trigger::Lost(e)),
             }
         }
