@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The reliability checks at full size (docs/RELIABILITY.md quotes what this prints):
-#   crash harness     FINDER_CRASH_KILLS kills of `finder index` (default 40) and
+#   crash harness     FINDER_CRASH_KILLS kills of `finder index` (default 40),
+#                     FINDER_CRASH_WATCH_KILLS of `finder watch` during bursts (40) and
 #                     FINDER_CRASH_SERVER_KILLS of `finder serve` (default 10)
 #   readers           searches during indexing runs see whole commits
 #   bad inputs        the generated malformed-input corpus
@@ -12,6 +13,7 @@ cd "$(dirname "$0")/.."
 
 export FINDER_CRASH_KILLS="${FINDER_CRASH_KILLS:-40}"
 export FINDER_CRASH_SERVER_KILLS="${FINDER_CRASH_SERVER_KILLS:-10}"
+export FINDER_CRASH_WATCH_KILLS="${FINDER_CRASH_WATCH_KILLS:-40}"
 export FINDER_LOAD_SECS="${FINDER_LOAD_SECS:-60}"
 export FINDER_LOAD_CLIENTS="${FINDER_LOAD_CLIENTS:-50}"
 
@@ -20,7 +22,7 @@ log="$(mktemp)"
 summary() { grep -oE '(crash|readers|bad inputs|fuzz cases|load): .*' "$log" || true; }
 : > /tmp/finder-reliability.txt
 
-echo "== crash harness ($FINDER_CRASH_KILLS index kills, $FINDER_CRASH_SERVER_KILLS server kills)"
+echo "== crash harness ($FINDER_CRASH_KILLS index, $FINDER_CRASH_WATCH_KILLS watch, $FINDER_CRASH_SERVER_KILLS server kills)"
 cargo test --profile ci --locked -p finder-cli --test it crash -- --nocapture --test-threads 1 >"$log" 2>&1 || { cat "$log"; exit 1; }
 summary >> /tmp/finder-reliability.txt
 
