@@ -143,20 +143,21 @@ pub fn status(s: &Status) -> String {
     for o in &s.origins {
         let _ = writeln!(out, "input:     {o}");
     }
+    if let Some(run) = &s.indexing {
+        let _ = writeln!(out, "indexing:  {}", run.describe());
+    }
     match &s.vectors {
         Some(v) => {
-            let _ = writeln!(
-                out,
-                "vectors:   {}/{}{} ({})",
-                v.done,
-                v.total,
-                if v.pending {
-                    ", build in progress or interrupted"
-                } else {
-                    ""
-                },
-                v.model_id
-            );
+            let state = match &v.build {
+                Some(run) => format!("; build {}", run.describe()),
+                None if v.pending => "; build interrupted".to_string(),
+                None => String::new(),
+            };
+            let model = match v.model_id.as_str() {
+                "" => String::new(),
+                id => format!(" ({id})"),
+            };
+            let _ = writeln!(out, "vectors:   {}/{}{model}{state}", v.done, v.total);
         }
         None => {
             let _ = writeln!(out, "vectors:   none (lexical only)");

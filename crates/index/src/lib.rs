@@ -20,6 +20,7 @@ mod ingest;
 mod keys;
 mod large_writes;
 mod lexical;
+mod live;
 mod pages;
 mod postings;
 mod pread;
@@ -43,6 +44,7 @@ pub use engine::{
 pub use error::{IndexError, Result};
 pub use ingest::{derive_summary, detect, fragment, read_input, InputKind};
 pub use keys::{fragment_key, source_key};
+pub use live::LiveProgress;
 pub use preview::preview;
 pub use record::{CommitInfo, RunCounts};
 pub use tuning::{install_process_tuning, ProcessTuning, TuningGuard};

@@ -85,6 +85,36 @@
 
   // ---- status --------------------------------------------------------------
 
+  // What a run is doing, in words: the layer and its stage.
+  function progressTitle(p) {
+    const stages = {
+      "indexing reading": "Reading your files…",
+      "indexing committing": "Saving the index…",
+      "indexing pages": "Writing result pages…",
+      "indexing graph": "Linking notes…",
+      "vectors queued": "Waiting to embed passages…",
+      "vectors embedding": "Embedding passages for meaning search…",
+      "vectors graph": "Placing passages in the vector graph…",
+    };
+    return stages[p.layer + " " + p.stage] || "Building search index…";
+  }
+
+  // How far: done / total, the rate and the time left when known.
+  function progressFigures(p) {
+    const parts = [p.total != null ? p.done.toLocaleString() + " / " + p.total.toLocaleString()
+                                   : p.done ? p.done.toLocaleString() + " read" : ""];
+    if (p.rate) parts.push(p.rate.toFixed(1) + "/s");
+    if (p.seconds_left != null) parts.push(duration(p.seconds_left) + " left");
+    return parts.filter(Boolean).join(" · ");
+  }
+
+  function duration(seconds) {
+    const s = Math.round(seconds);
+    if (s < 60) return s + " s";
+    if (s < 3600) return Math.floor(s / 60) + " min " + (s % 60) + " s";
+    return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+  }
+
   async function refreshStatus() {
     clearTimeout(state.statusTimer);
     try {
@@ -95,9 +125,12 @@
         : "no index yet";
       const building = status.building === true;
       $("banner-building").hidden = !building;
-      const p = status.progress;
-      $("building-progress").textContent = building && p && p.total ? p.done.toLocaleString() + " / " + p.total.toLocaleString() : "";
-      if (building) state.statusTimer = setTimeout(refreshStatus, 3000);
+      const p = building ? status.progress : null;
+      $("building-what").textContent = p ? progressTitle(p) : "Building search index…";
+      $("building-progress").textContent = p ? progressFigures(p) : "";
+      // A served space may start a run by itself (`serve --watch`, API writes): look again,
+      // often while one runs.
+      state.statusTimer = setTimeout(refreshStatus, building ? 2000 : 10000);
       if (!status.built) showEmpty("This space has no index yet. Run `finder index <INPUT> --index <DIR>` or add documents with PUT /v1/documents/{id}.");
     } catch (e) {
       if (e.status !== 401) $("index-state").textContent = "";

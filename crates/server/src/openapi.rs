@@ -40,7 +40,7 @@ const SPACE_ROUTES: &[SpaceRoute] = &[
      "Sources related to a target source, without query text: the target's fragments seed the graph boost (links, mentions, tags), its vectors query the vector list, its title and summary the lexical lists; the target itself is left out. `basis` names what contributed (e.g. `lexical+vector+graph`).",
      Some("RecommendRequest"), "RecommendResult", &["400", "404", "409"]),
     ("/status", "get", "status", "Index status",
-     "What the space holds (sources, fragments, segments, size, inputs, index-time settings, last run), whether it is built, and build progress while a layer (vectors) is still being built.",
+     "What the space holds (sources, fragments, segments, size, inputs, index-time settings, last run), whether it is built, and the progress of a run under way (indexing or a vector build: stage, done / total, rate, time left).",
      None, "StatusResult", &["404"]),
     ("/documents/{id}", "put", "putDocument", "Add or replace a document",
      "Writes the document to the space's API input file (`api-sources.jsonl` in the index folder, replaced atomically) and indexes it incrementally in one commit; writes that arrive while a commit runs are applied in arrival order and share the next one. The answer comes only after the commit that holds the write is durable. An id that a file input also uses is taken over by the API document until that input is indexed again.",

@@ -294,12 +294,11 @@ pub fn status(space: &Space) -> Result<StatusResult> {
         Err(ServerError::NotBuilt { .. }) => Value::Null,
         Err(e) => return Err(e),
     };
-    let progress = vector_progress(&index);
+    let progress = live_progress(&index);
     Ok(StatusResult {
         space: space.name().to_string(),
         built: !index.is_null(),
-        building: progress.is_some_and(|p| p.done < p.total)
-            || index["vectors"]["pending"].as_bool() == Some(true),
+        building: progress.is_some() || index["vectors"]["pending"].as_bool() == Some(true),
         progress,
         api_documents,
         index,
@@ -325,13 +324,36 @@ pub fn spaces(spaces: &Spaces, grants: &Grants) -> Vec<SpaceSummary> {
         .collect()
 }
 
-/// A vector build in progress shows in the index status as `vectors: {done, total}`; an
-/// index without that field is not building anything.
-fn vector_progress(index: &Value) -> Option<Progress> {
-    let v = index.get("vectors")?;
-    Some(Progress {
-        done: v.get("done")?.as_u64()?,
-        total: v.get("total")?.as_u64()?,
+/// The run a space's status shows: an indexing run under way, else a vector build under way,
+/// else vectors behind the fragments (a build due, `queued`). `None` when nothing is to do.
+fn live_progress(index: &Value) -> Option<Progress> {
+    let running = |run: &Value| run.get("running").and_then(Value::as_bool) == Some(true);
+    let from_run = |layer: &str, run: &Value| {
+        Some(Progress {
+            layer: layer.to_string(),
+            stage: run.get("stage")?.as_str()?.to_string(),
+            done: run.get("done")?.as_u64()?,
+            total: run.get("total").and_then(Value::as_u64),
+            rate: run.get("rate").and_then(Value::as_f64),
+            seconds_left: run.get("seconds_left").and_then(Value::as_f64),
+        })
+    };
+    if let Some(run) = index.get("indexing").filter(|r| running(r)) {
+        return from_run("indexing", run);
+    }
+    let vectors = index.get("vectors")?;
+    if let Some(run) = vectors.get("build").filter(|r| running(r)) {
+        return from_run("vectors", run);
+    }
+    let done = vectors.get("done")?.as_u64()?;
+    let total = vectors.get("total")?.as_u64()?;
+    (done < total).then(|| Progress {
+        layer: "vectors".to_string(),
+        stage: "queued".to_string(),
+        done,
+        total: Some(total),
+        rate: None,
+        seconds_left: None,
     })
 }
 
@@ -504,7 +526,7 @@ fn cut(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::LineRange;
+    use super::{live_progress, LineRange};
 
     #[test]
     fn line_ranges_parse_and_refuse_nonsense() {
@@ -517,5 +539,41 @@ mod tests {
             let e = LineRange::parse(bad).unwrap_err();
             assert!(e.contains(bad.trim()), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn status_shows_the_run_under_way_indexing_first() {
+        let run = |stage: &str, running: bool| {
+            serde_json::json!({"stage": stage, "done": 5, "total": 10, "rate": 2.5,
+                "seconds_left": 2.0, "running": running, "pid": 1, "started_at": 0,
+                "updated_at": 0})
+        };
+        let index = serde_json::json!({
+            "indexing": run("reading", true),
+            "vectors": {"done": 3, "total": 10, "build": run("embedding", true)},
+        });
+        let p = live_progress(&index).unwrap();
+        assert_eq!(
+            (p.layer.as_str(), p.stage.as_str()),
+            ("indexing", "reading")
+        );
+        // A run whose process is gone is not under way.
+        let index = serde_json::json!({
+            "indexing": run("reading", false),
+            "vectors": {"done": 3, "total": 10, "build": run("embedding", true)},
+        });
+        let p = live_progress(&index).unwrap();
+        assert_eq!(
+            (p.layer.as_str(), p.stage.as_str()),
+            ("vectors", "embedding")
+        );
+        assert_eq!((p.done, p.total, p.rate), (5, Some(10), Some(2.5)));
+        // Vectors behind with no build running: one is due.
+        let index = serde_json::json!({"vectors": {"done": 3, "total": 10}});
+        let p = live_progress(&index).unwrap();
+        assert_eq!((p.stage.as_str(), p.done, p.rate), ("queued", 3, None));
+        let index = serde_json::json!({"vectors": {"done": 10, "total": 10}});
+        assert!(live_progress(&index).is_none());
+        assert!(live_progress(&serde_json::json!({})).is_none());
     }
 }

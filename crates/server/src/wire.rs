@@ -264,9 +264,10 @@ pub struct SourceLines {
 pub struct StatusResult {
     pub space: String,
     pub built: bool,
-    /// True while a layer (vectors) is still being built; lexical search answers meanwhile.
+    /// True while an indexing run or a vector build is under way or due; what is already
+    /// committed answers meanwhile.
     pub building: bool,
-    /// `{done, total}` of the vector build, when the index reports one.
+    /// Where the run under way is: the indexing run's when one runs, else the vector build's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Progress>,
     /// Documents written through the API.
@@ -276,10 +277,24 @@ pub struct StatusResult {
     pub index: Value,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// A run's progress, for a progress bar.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Progress {
+    /// `indexing` (the words, pages and graph) or `vectors`.
+    pub layer: String,
+    /// The stage within it: `reading`, `committing`, `pages`, `graph` while indexing;
+    /// `queued`, `embedding`, `graph` for vectors.
+    pub stage: String,
     pub done: u64,
-    pub total: u64,
+    /// Items of the stage in all; unknown while an indexing run reads its inputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// Items per second since the stage began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// Seconds the stage still needs at that rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds_left: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -6,8 +6,10 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::files::LEXICAL_DIR;
+use crate::live::{self, LiveProgress};
 use crate::record::RunCounts;
-use crate::vector::VECTOR_DIR;
+use crate::vector::{BUILD_RUN, VECTOR_DIR};
+use crate::writer::INDEXING_RUN;
 
 use super::*;
 
@@ -40,6 +42,9 @@ pub struct Status {
     /// The relation graph, when one has been built.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub graph: Option<GraphStatus>,
+    /// An indexing run under way, or one that stopped before its end (`running: false`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub indexing: Option<LiveProgress>,
 }
 
 /// Whether the relation graph matches the last commit.
@@ -61,6 +66,10 @@ pub struct VectorStatus {
     /// Vectors already embedded but not yet in the published graph (a build in progress or
     /// interrupted).
     pub pending: bool,
+    /// A build under way (its stage, done / total, rate, time left), or one that stopped
+    /// before its end (`running: false`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build: Option<LiveProgress>,
 }
 
 fn dir_size(path: &Path) -> u64 {
@@ -107,6 +116,7 @@ impl Finder {
                         self.info.generation,
                     ),
                 }),
+            indexing: live::read(&self.dir, INDEXING_RUN),
         })
     }
 
@@ -114,7 +124,8 @@ impl Finder {
         let vdir = self.dir.join(VECTOR_DIR);
         let state = crate::vector::read_state_head(&vdir).ok().flatten();
         let log_len = std::fs::metadata(vdir.join(crate::vector::LOG_FILE)).map_or(0, |m| m.len());
-        if state.is_none() && log_len == 0 {
+        let build = live::read(&vdir, BUILD_RUN);
+        if state.is_none() && log_len == 0 && build.is_none() {
             return None;
         }
         let state_time = std::fs::metadata(vdir.join(crate::vector::STATE_FILE))
@@ -134,6 +145,7 @@ impl Finder {
                 (None, Some(_)) => true,
                 _ => false,
             },
+            build,
         })
     }
 }

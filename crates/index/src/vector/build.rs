@@ -20,6 +20,7 @@ use super::search::{read_state, VectorState, ANN_FILE, LOG_FILE};
 use super::{log, VECTOR_DIR};
 use crate::error::{IndexError, Result};
 use crate::keys::text_hash;
+use crate::live::LiveRun;
 use crate::stored::{for_each_stored, load_catalog, open_or_create};
 use finder_ann::{Hnsw, HnswParams, Rows};
 
@@ -56,8 +57,8 @@ pub enum VectorProgress {
 /// the graph's batch, so the batches stay full).
 const GRAPH_PROGRESS_EVERY: usize = 4096;
 
-/// The file a vector build holds an exclusive lock on while it runs.
-const BUILD_LOCK: &str = "build.lock";
+/// The name of a vector build's lock and progress files ([`LiveRun`]).
+pub(crate) const BUILD_RUN: &str = "build";
 
 /// Embeds what is missing and publishes the vector index, reporting each phase to `progress`.
 pub fn build_vectors(
@@ -73,18 +74,14 @@ pub fn build_vectors(
         path: vdir.clone(),
         source,
     })?;
-    let lock_path = vdir.join(BUILD_LOCK);
-    let lock = std::fs::File::create(&lock_path).map_err(|source| IndexError::Io {
-        path: lock_path.clone(),
-        source,
-    })?;
-    lock.lock().map_err(|source| IndexError::Io {
-        path: lock_path,
+    // The lock is `build.lock`; while it is held, `build.json` says how far the build is.
+    let mut live = LiveRun::wait(&vdir, BUILD_RUN).map_err(|source| IndexError::Io {
+        path: vdir.join(BUILD_RUN),
         source,
     })?;
     crate::tuning::map_large_blocks();
-    let report = build(dir, settings, embedder, progress);
-    drop(lock);
+    let report = build(dir, settings, embedder, &mut live, progress);
+    drop(live);
     // everything the build held is dropped by now: hand the freed heap back
     crate::tuning::release_free_memory();
     report
@@ -94,9 +91,26 @@ fn build(
     dir: &Path,
     settings: &Settings,
     embedder: &dyn Embed,
+    live: &mut LiveRun,
     progress: &mut dyn FnMut(VectorProgress),
 ) -> Result<VectorReport> {
+    // Fragments are embedded shortest first, so the time left is estimated from the
+    // characters embedded (`chars`: done, in all) rather than from the count.
+    let chars = std::cell::Cell::new((0u64, 0u64));
+    let progress = &mut |p: VectorProgress| {
+        match p {
+            VectorProgress::Embedding { done, total } => {
+                let work = Some(chars.get()).filter(|&(_, all)| all > 0);
+                live.report_work("embedding", done as u64, Some(total as u64), work);
+            }
+            VectorProgress::Graph { done, total } => {
+                live.report("graph", done as u64, Some(total as u64))
+            }
+        }
+        progress(p);
+    };
     let started = Instant::now();
+    let precomputed = settings.embed.backend == finder_core::EmbedBackend::Precomputed;
     let vdir = dir.join(VECTOR_DIR);
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
@@ -106,7 +120,6 @@ fn build(
     let model_id = embedder.model_id().to_string();
     let dim = embedder.dim();
 
-    let precomputed = settings.embed.backend == finder_core::EmbedBackend::Precomputed;
     // Precomputed vectors were stored with the fragments: nothing to embed, only to check.
     let (fragments, given) = embed_texts(dir, settings, precomputed, dim)?;
     let log_path = vdir.join(LOG_FILE);
@@ -163,6 +176,8 @@ fn build(
     drop(copies);
     drop(by_text);
     let total = if precomputed { fresh.len() } else { todo.len() };
+    let chars_all = todo.iter().map(|(_, _, t)| t.len() as u64).sum();
+    chars.set((0, chars_all));
     progress(VectorProgress::Embedding { done: 0, total });
     if precomputed {
         for start in (0..total).step_by(batch) {
@@ -182,6 +197,7 @@ fn build(
     } else {
         for (i, chunk) in todo.chunks(batch).enumerate() {
             let texts: Vec<&str> = chunk.iter().map(|(_, _, t)| t.as_str()).collect();
+            let chunk_chars: u64 = texts.iter().map(|t| t.len() as u64).sum();
             let vectors = embedder
                 .embed(&texts)
                 .map_err(|reason| IndexError::Embedding { reason })?;
@@ -198,6 +214,7 @@ fn build(
                 last_sync = Instant::now();
             }
             let done = ((i + 1) * batch).min(total);
+            chars.set((chars.get().0 + chunk_chars, chars_all));
             progress(VectorProgress::Embedding { done, total });
         }
         fresh.sort_by_key();

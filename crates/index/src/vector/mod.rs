@@ -3,12 +3,14 @@
 //!
 //! Files under `<index>/vectors/`: `vectors.log` (append-only records, the resumable part of a
 //! build), `ann.bin` (the HNSW graph with its vectors, replaced atomically) and `state.json`
-//! (what `ann.bin` holds, written last).
+//! (what `ann.bin` holds, written last); while a build runs, `build.lock` is held and
+//! `build.json` says how far it is (`crate::live`).
 
 mod build;
 mod log;
 mod search;
 
+pub(crate) use build::BUILD_RUN;
 pub use build::{build_vectors, fragment_text_to_embed, VectorProgress, VectorReport};
 pub use search::VectorState;
 pub(crate) use search::{read_state, read_state_head, VectorIndex, LOG_FILE, STATE_FILE};

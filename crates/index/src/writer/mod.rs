@@ -15,6 +15,7 @@ use crate::analyzer::ANALYSIS;
 use crate::document::Problem;
 use crate::error::{IndexError, Result};
 use crate::files::LEXICAL_DIR;
+use crate::live::{Begin, LiveRun};
 use crate::record::{RunCounts, FORMAT};
 use crate::stored::{commit_info, load_catalog, open_or_create};
 use crate::{ingest, store_error};
@@ -24,6 +25,9 @@ mod plan;
 mod run;
 
 pub use plan::{Admit, RunPlan};
+
+/// The name of an indexing run's lock and progress files in the index folder ([`LiveRun`]).
+pub(crate) const INDEXING_RUN: &str = "indexing";
 
 /// Progress of a run, for progress bars.
 #[derive(Debug, Clone)]
@@ -103,6 +107,26 @@ pub(crate) fn index_inputs_one_thread_up_to(
     let _keep = crate::tuning::keep_freed_memory();
     let outdated = rebuild_outdated(dir, inputs)?;
     let (index, fields) = open_or_create(dir, settings)?;
+    // One run at a time per index; while it lasts, `indexing.json` says how far it is.
+    let mut live = match LiveRun::try_begin(dir, INDEXING_RUN) {
+        Ok(Begin::Started(run)) => run,
+        Ok(Begin::Busy) => return Err(IndexError::Busy(dir.to_path_buf())),
+        Err(source) => {
+            let path = dir.join(INDEXING_RUN);
+            return Err(IndexError::Io { path, source });
+        }
+    };
+    let mut progress = |p: Progress<'_>| {
+        match &p {
+            Progress::Input { .. } => live.report("reading", 0, None),
+            Progress::Source { done } => live.report("reading", *done, None),
+            Progress::Committing => live.report("committing", 0, None),
+            Progress::Pages => live.report("pages", 0, None),
+            Progress::Graph => live.report("graph", 0, None),
+        }
+        progress(p);
+    };
+    let progress: &mut dyn FnMut(Progress<'_>) = &mut progress;
     let info = commit_info(&index, dir)?;
     let err = |e| store_error(dir, e);
     let rebuild = info

@@ -634,3 +634,73 @@ fn an_english_model_sits_out_queries_in_other_scripts_and_says_why() {
     let mixed = finder.search("database backup копия", &s, 0, 5).unwrap();
     assert_eq!(vector_report(&mixed).0, ChannelStatus::Ran);
 }
+
+#[test]
+fn status_shows_a_build_under_way_and_where_an_indexing_run_is() {
+    let fx = Fixture::new();
+    let input = corpus(&fx, 20);
+    fx.index(&[&input], &Settings::default());
+    let dir = fx.index_dir();
+    let build_now = || fx.open().status().unwrap().vectors.and_then(|v| v.build);
+    assert!(build_now().is_none());
+    // Seen from within the build, as another process would see it.
+    let mut seen = Vec::new();
+    build_vectors(&dir, &small_batches(), &BagOfWords::new("bow"), &mut |p| {
+        let run = build_now().expect("a build under way shows in the status");
+        assert!(run.running, "{run:?}");
+        assert_eq!(run.pid, std::process::id());
+        seen.push((p, run.stage, run.done, run.total));
+    })
+    .unwrap();
+    let embedding = |done| {
+        (
+            VectorProgress::Embedding { done, total: 20 },
+            "embedding".to_string(),
+            done as u64,
+            Some(20),
+        )
+    };
+    // The first report and the last of each stage are written at once; the others at most
+    // once a second.
+    assert_eq!(seen.first(), Some(&embedding(0)));
+    assert!(seen.contains(&embedding(20)), "{seen:?}");
+    assert!(seen.iter().any(|s| s.1 == "graph" && s.2 == s.3.unwrap()));
+    // Done: the build's progress is gone, its vectors are published.
+    assert!(build_now().is_none());
+    assert_eq!(fx.open().status().unwrap().vectors.unwrap().done, 20);
+
+    // An indexing run shows its stage while it lasts; a second run meanwhile is refused.
+    let more = fx.write("more.jsonl", &record("m1", "More", "another note"));
+    let mut stages = Vec::new();
+    finder_index::index_inputs(
+        &dir,
+        &[input.clone(), more],
+        &Settings::default(),
+        &mut |p| {
+            if let finder_index::Progress::Source { .. } | finder_index::Progress::Committing = p {
+                let run = fx
+                    .open()
+                    .status()
+                    .unwrap()
+                    .indexing
+                    .expect("a run under way shows");
+                assert!(run.running);
+                stages.push(run.stage);
+                let again = finder_index::index_inputs(
+                    &dir,
+                    std::slice::from_ref(&input),
+                    &Settings::default(),
+                    &mut |_| {},
+                );
+                assert!(
+                    matches!(again, Err(finder_index::IndexError::Busy(_))),
+                    "{again:?}"
+                );
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(stages.first().map(String::as_str), Some("reading"));
+    assert_eq!(stages.last().map(String::as_str), Some("committing"));
+    assert!(fx.open().status().unwrap().indexing.is_none());
+}

@@ -246,6 +246,9 @@ pub struct SpaceOut {
     pub vectors_done: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vectors_total: Option<u64>,
+    /// The run under way, e.g. `vectors: embedding 1200/5890, 8.1/s, 9m 40s left`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
     /// Documents written through the API.
     pub api_documents: usize,
 }
@@ -351,8 +354,19 @@ pub fn space_out(r: StatusResult) -> SpaceOut {
         sources: number(&index["sources"]).unwrap_or(0),
         fragments: number(&index["fragments"]).unwrap_or(0),
         committed_at: number(&index["committed_at"]).unwrap_or(0),
-        vectors_done: r.progress.map(|p| p.done),
-        vectors_total: r.progress.map(|p| p.total),
+        vectors_done: number(&index["vectors"]["done"]),
+        vectors_total: number(&index["vectors"]["total"]),
+        progress: index["indexing"]
+            .as_object()
+            .map(|_| ("indexing", &index["indexing"]))
+            .or_else(|| {
+                let build = &index["vectors"]["build"];
+                build.as_object().map(|_| ("vectors", build))
+            })
+            .and_then(|(layer, run)| {
+                let run: finder_index::LiveProgress = serde_json::from_value(run.clone()).ok()?;
+                Some(format!("{layer}: {}", run.describe()))
+            }),
         api_documents: r.api_documents,
         space: r.space,
     }
@@ -431,8 +445,10 @@ pub fn render_status(r: &StatusOut) -> String {
         if let (Some(done), Some(total)) = (s.vectors_done, s.vectors_total) {
             out.push_str(&format!(", vectors {done}/{total}"));
         }
-        if s.building {
-            out.push_str(" (building)");
+        match &s.progress {
+            Some(progress) => out.push_str(&format!(" ({progress})")),
+            None if s.building => out.push_str(" (building)"),
+            None => {}
         }
         out.push('\n');
     }
