@@ -592,6 +592,7 @@ fn cmd_index(
             "sources": report.sources,
             "fragments": report.fragments,
             "seconds": secs,
+            "graph": report.graph,
             "vectors": vectors,
         });
         println!("{}", serde_json::to_string_pretty(&value)?);

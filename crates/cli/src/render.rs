@@ -203,6 +203,17 @@ pub fn index_report(r: &RunReport, secs: f64) -> String {
         "\n{} sources, {} fragments indexed in {secs:.1} s",
         r.sources, r.fragments
     );
+    if let Some(g) = &r.graph {
+        let _ = write!(
+            line,
+            "\ngraph: {} nodes, {} edges; {} of {} texts read ({:.2} s)",
+            g.fragments + g.entities,
+            g.edges,
+            g.texts_read,
+            g.fragments,
+            g.seconds
+        );
+    }
     line
 }
 

@@ -4,9 +4,10 @@
 //! `tagged` for tags, `member_of` for typed hubs, `is` from a title entity to its paragraph,
 //! and `mentions` from a fragment to what it names.
 //!
-//! The whole graph is rebuilt after each indexing run (titles anywhere can change what any
-//! fragment mentions) and published atomically: `graph.json.tmp` is written beside
-//! `graph.json` and renamed over it.
+//! The graph is made again after each indexing run that changed something (titles anywhere
+//! can change what any fragment mentions), reading only the texts of changed sources when
+//! no new name appeared (`parts.rs`), and published atomically: `graph.json.tmp` is written
+//! beside `graph.json` and renamed over it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,7 +16,8 @@ use std::time::Instant;
 use finder_core::{FastMap, FastSet, GraphSettings, LinkOrder, RelationKind, Settings};
 use serde::{Deserialize, Serialize};
 
-use super::{links, tags, Hit, LinkResolver, LinkStyle, MentionConfig, MentionMatcher};
+use super::parts::{parts_key, FragmentParts, Parts, SourceParts, PARTS_FILE};
+use super::{links, tags, DfCounts, Hit, LinkResolver, LinkStyle, MentionConfig, MentionMatcher};
 use crate::error::{IndexError, Result};
 use crate::pages::Body;
 use crate::record::FragmentRecord;
@@ -81,6 +83,9 @@ pub(crate) struct GraphFile {
     pub link_occurrences: usize,
     #[serde(default)]
     pub source_links: usize,
+    /// Fragments whose texts this build read (not stored).
+    #[serde(skip)]
+    pub texts_read: usize,
 }
 
 impl GraphFile {
@@ -110,6 +115,9 @@ pub struct GraphReport {
     pub link_occurrences: usize,
     /// Distinct (source, linked source) pairs.
     pub source_links: usize,
+    /// Fragments whose texts were read: those of changed sources, or every one when the
+    /// build starts over or a new name must be looked for everywhere (`graph/parts.json`).
+    pub texts_read: usize,
     pub seconds: f64,
 }
 
@@ -127,6 +135,9 @@ pub struct GraphFragment {
 #[derive(Debug, Clone)]
 pub struct GraphSource {
     id: String,
+    /// The source's content hash: an unchanged one lets a build reuse what the last build
+    /// found in its texts (`parts.rs`). Empty when unknown.
+    hash: String,
     label: Option<String>,
     entity: bool,
     aliases: Vec<String>,
@@ -149,6 +160,7 @@ impl GraphSource {
         let extras = &envelope.extras;
         GraphSource {
             id,
+            hash: String::new(),
             label: extras
                 .iter()
                 .find(|(k, _)| k.eq_ignore_ascii_case("label") || k.eq_ignore_ascii_case("type"))
@@ -196,7 +208,7 @@ impl GraphData {
             .flat_map(|s| s.fragments.iter_mut().map(|f| std::mem::take(&mut f.body)))
             .collect();
         let mut aside = Aside::default();
-        let file = extract(sources, &InMemory(bodies), g, built_from, &mut aside)
+        let file = extract(sources, &InMemory(bodies), g, built_from, &mut aside, None)
             .expect("texts held in memory are always readable");
         drop(aside);
         GraphData(file)
@@ -243,6 +255,7 @@ fn report_of(file: &GraphFile) -> GraphReport {
         dropped_aliases: file.dropped_aliases.len(),
         link_occurrences: file.link_occurrences,
         source_links: file.source_links,
+        texts_read: file.texts_read,
         ..GraphReport::default()
     };
     for &(_, _, kind) in &file.edges {
@@ -305,10 +318,28 @@ pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
             .collect(),
     };
     let mut aside = Aside::default();
-    let file = extract(sources, &texts, g, built_from, &mut aside)?;
+    // What the last build found in the texts of sources that have not changed since.
+    let key = parts_key(g, &settings.index);
+    let mut parts = Parts::load(&gdir, &key).unwrap_or_else(|| Parts {
+        key,
+        ..Parts::default()
+    });
+    let file = extract(sources, &texts, g, built_from, &mut aside, Some(&mut parts))?;
     drop(texts);
     let mut report = report_of(&file);
     std::fs::create_dir_all(&gdir).map_err(io(&gdir))?;
+    // Only a cache: a build that cannot keep it builds the next graph from scratch.
+    let parts_path = gdir.join(PARTS_FILE);
+    let parts_tmp = gdir.join("parts.json.tmp");
+    let kept = serde_json::to_vec(&parts)
+        .map_err(std::io::Error::other)
+        .and_then(|json| std::fs::write(&parts_tmp, json))
+        .and_then(|()| std::fs::rename(&parts_tmp, &parts_path));
+    if let Err(e) = kept {
+        tracing::warn!(path = %parts_path.display(), "graph parts not kept: {e}");
+        let _ = std::fs::remove_file(&parts_path);
+    }
+    aside.drop(parts);
     let path = gdir.join(GRAPH_FILE);
     let tmp = gdir.join("graph.json.tmp");
     {
@@ -353,13 +384,15 @@ fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
     let heads = map_heads(dir, fields, |doc| {
         let record: Option<FragmentRecord> = serde_json::from_str(&doc.meta).ok();
         let source = record.and_then(|r| r.source).map(|source| {
-            GraphSource::new(
+            let mut s = GraphSource::new(
                 String::new(),
                 &source.envelope,
                 source.entity,
                 source.aliases,
                 source.relations,
-            )
+            );
+            s.hash = source.hash;
+            s
         });
         let fragment = GraphFragment {
             key: doc.fragment_key,
@@ -412,18 +445,21 @@ type Share<'a> = [(u32, &'a str)];
 /// mentions): from the sources themselves (PostgreSQL's build holds them) or again from the
 /// store each time (the embedded index: a million texts are a gigabyte not held).
 trait Texts {
-    /// Calls `f` with every fragment's node and text, in shares of at most [`TEXT_SHARE`],
-    /// in any order.
-    fn shares(&self, f: &mut dyn FnMut(&Share<'_>)) -> Result<()>;
+    /// Calls `f` with every fragment's node and text (of the nodes `only` marks, when given),
+    /// in shares of at most [`TEXT_SHARE`], in any order.
+    fn shares(&self, only: Option<&[bool]>, f: &mut dyn FnMut(&Share<'_>)) -> Result<()>;
 }
 
 /// The fragments' texts, in node order.
 struct InMemory(Vec<String>);
 
 impl Texts for InMemory {
-    fn shares(&self, f: &mut dyn FnMut(&Share<'_>)) -> Result<()> {
+    fn shares(&self, only: Option<&[bool]>, f: &mut dyn FnMut(&Share<'_>)) -> Result<()> {
         let mut share = Vec::with_capacity(TEXT_SHARE.min(1024));
         for (node, body) in (0u32..).zip(&self.0) {
+            if only.is_some_and(|only| !only[node as usize]) {
+                continue;
+            }
             share.push((node, body.as_str()));
             if share.len() == TEXT_SHARE {
                 f(&share);
@@ -446,7 +482,7 @@ struct Stored<'a> {
 }
 
 impl Texts for Stored<'_> {
-    fn shares(&self, f: &mut dyn FnMut(&Share<'_>)) -> Result<()> {
+    fn shares(&self, only: Option<&[bool]>, f: &mut dyn FnMut(&Share<'_>)) -> Result<()> {
         let mut owned: Vec<(u32, Body)> = Vec::with_capacity(TEXT_SHARE);
         let mut flush = |owned: &mut Vec<(u32, Body)>| {
             let share: Vec<(u32, &str)> = owned.iter().map(|(n, t)| (*n, &**t)).collect();
@@ -454,7 +490,8 @@ impl Texts for Stored<'_> {
             owned.clear();
         };
         crate::pages::for_each_body(self.dir, self.fields, &mut |key, body| {
-            if let Some(&node) = self.nodes.get(&key) {
+            let wanted = |node: u32| only.is_none_or(|only| only[node as usize]);
+            if let Some(&node) = self.nodes.get(&key).filter(|&&n| wanted(n)) {
                 owned.push((node, body));
                 if owned.len() == TEXT_SHARE {
                     flush(&mut owned);
@@ -524,12 +561,16 @@ impl Drop for Aside {
     }
 }
 
+/// Makes the graph of `sources`. With `parts` (`Some`, holding what the last build found or
+/// empty parts), the texts of sources it holds unchanged are not read again, and it is
+/// replaced by what this build found.
 fn extract(
     sources: Vec<GraphSource>,
     texts: &dyn Texts,
     g: &GraphSettings,
     built_from: u64,
     aside: &mut Aside,
+    mut parts: Option<&mut Parts>,
 ) -> Result<GraphFile> {
     let mut fragments = Vec::new();
     // First fragment node of each source, in `sources` order.
@@ -561,8 +602,43 @@ fn extract(
     // Links and tags of each fragment node, boxed: most fragments have none.
     let mut marks: Vec<Option<Box<Marks>>> = Vec::new();
     marks.resize_with(fragments.len(), || None);
+    // The sources the kept parts hold unchanged: their marks and hits come from there, and
+    // only the other fragments' texts are read (`changed`).
+    let kept: Vec<Option<&SourceParts>> = sources
+        .iter()
+        .map(|s| {
+            let keys: Vec<u64> = s.fragments.iter().map(|f| f.key).collect();
+            parts
+                .as_deref()
+                .and_then(|p| p.unchanged(&s.id, &s.hash, &keys))
+        })
+        .collect();
+    let mut changed = vec![true; fragments.len()];
+    // Fragments that had a text to scan: they count in the aliases' frequencies.
+    let mut has_text = vec![false; fragments.len()];
+    for (si, kept) in kept.iter().enumerate() {
+        let Some(kept) = kept else { continue };
+        for (fi, f) in kept.fragments.iter().enumerate() {
+            let node = heads[si] as usize + fi;
+            changed[node] = false;
+            has_text[node] = f.text;
+            if !f.links.is_empty() || !f.tags.is_empty() {
+                marks[node] = Some(Box::new(Marks {
+                    links: f.links.clone(),
+                    tags: f.tags.clone(),
+                }));
+            }
+        }
+    }
+    let incremental = parts.is_some() && changed.iter().any(|c| !c);
+    let only = incremental.then_some(changed.as_slice());
     // Each share is scanned on every core, as the mention passes below are.
-    texts.shares(&mut |share| {
+    let mut read = vec![false; fragments.len()];
+    texts.shares(only, &mut |share| {
+        for &(node, _) in share {
+            has_text[node as usize] = true;
+            read[node as usize] = true;
+        }
         let found = super::mentions::on_every_core(share, |part| {
             part.iter()
                 .filter_map(|&(node, body)| {
@@ -600,6 +676,8 @@ fn extract(
     let mut source_links: FastSet<(usize, usize)> = FastSet::default();
     let mut node = 0u32;
     let mut titles = Vec::with_capacity(sources.len());
+    // What this build found, by source, for the next one (hits are added below).
+    let mut found_parts: Vec<(String, SourceParts)> = Vec::new();
     for (si, s) in sources.iter().enumerate() {
         let head = heads[si];
         titles.push((head, s.title.clone()));
@@ -635,6 +713,23 @@ fn extract(
                 let kind = RelationKind::parse(kind).unwrap_or(RelationKind::Relates);
                 add(&mut edges, head, heads[target], kind);
             }
+        }
+        if parts.is_some() {
+            let fragments = s.fragments.iter().enumerate().map(|(fi, f)| {
+                let m = marks[(node as usize) + fi].as_deref();
+                FragmentParts {
+                    key: f.key,
+                    text: has_text[node as usize + fi],
+                    links: m.map(|m| m.links.clone()).unwrap_or_default(),
+                    tags: m.map(|m| m.tags.clone()).unwrap_or_default(),
+                    hits: Vec::new(),
+                }
+            });
+            let source = SourceParts {
+                hash: s.hash.clone(),
+                fragments: fragments.collect(),
+            };
+            found_parts.push((s.id.clone(), source));
         }
         for fi in 0..s.fragments.len() {
             let this = node + fi as u32;
@@ -678,6 +773,7 @@ fn extract(
     // sources) are done with: the mention passes below need only the names and the nodes.
     drop(by_id);
     drop(resolver);
+    drop(kept);
     aside.drop(sources);
     let source_links = source_links.len();
 
@@ -689,6 +785,9 @@ fn extract(
     }
 
     let mut dropped_aliases = Vec::new();
+    // The aliases the kept hits were scanned for; set again below if this build scans.
+    let old_aliases = parts.as_deref_mut().map(|p| std::mem::take(&mut p.aliases));
+    let no_parts = std::collections::HashMap::new();
     // A name inside a link is that link, not a second relation.
     let linked: FastSet<(u32, u32)> = edges.iter().map(|&(a, b, _)| (a, b)).collect();
     if g.mentions && !names.is_empty() {
@@ -708,15 +807,65 @@ fn extract(
         let matcher = match MentionMatcher::build(indexed, &config) {
             Ok(m) => {
                 hits.resize_with(fragments.len(), Vec::new);
-                let mut counts = m.new_counts();
-                texts.shares(&mut |share| {
+                let aliases: Vec<String> = m.aliases().map(str::to_string).collect();
+                // The kept hits serve when they were scanned for every alias of this
+                // matcher: each alias is found on its own, so a hit of an alias gone is
+                // only dropped. A new name needs every text scanned for it.
+                let index: FastMap<&str, u32> =
+                    aliases.iter().map(String::as_str).zip(0..).collect();
+                let old = old_aliases.as_ref();
+                let renumber: Option<Vec<Option<u32>>> = old
+                    .filter(|old| {
+                        let old: FastSet<&str> = old.iter().map(String::as_str).collect();
+                        aliases.iter().all(|a| old.contains(a.as_str()))
+                    })
+                    .map(|old| old.iter().map(|a| index.get(a.as_str()).copied()).collect());
+                let only = match &renumber {
+                    Some(renumber) if incremental => {
+                        let kept = parts.as_deref().map_or(&no_parts, |p| &p.sources);
+                        for (si, (id, _)) in found_parts.iter().enumerate() {
+                            let head = heads[si] as usize;
+                            let Some(old) = kept.get(id) else { continue };
+                            if old.fragments.is_empty() || changed[head] {
+                                continue;
+                            }
+                            for (fi, f) in old.fragments.iter().enumerate() {
+                                hits[head + fi] = f
+                                    .hits
+                                    .iter()
+                                    .filter_map(|&(start, end, alias)| {
+                                        let alias = renumber.get(alias as usize).copied()??;
+                                        Some(Hit::from_parts(start, end, alias))
+                                    })
+                                    .collect();
+                            }
+                        }
+                        Some(changed.as_slice())
+                    }
+                    _ => None,
+                };
+                texts.shares(only, &mut |share| {
+                    for &(node, _) in share {
+                        read[node as usize] = true;
+                    }
                     let bodies: Vec<&str> = share.iter().map(|(_, b)| *b).collect();
-                    let (share_counts, share_hits) = m.count_and_hit_all(&bodies);
-                    counts.merge(&share_counts);
+                    let (_, share_hits) = m.count_and_hit_all(&bodies);
                     for (&(node, _), found) in share.iter().zip(share_hits) {
                         hits[node as usize] = found;
                     }
                 })?;
+                let with_text = has_text.iter().filter(|t| **t).count() as u64;
+                let counts =
+                    DfCounts::of_hits(with_text, aliases.len(), hits.iter().map(Vec::as_slice));
+                if let Some(parts) = parts.as_deref_mut() {
+                    parts.aliases = aliases;
+                    for (si, (_, source)) in found_parts.iter_mut().enumerate() {
+                        for (fi, f) in source.fragments.iter_mut().enumerate() {
+                            let node = heads[si] as usize + fi;
+                            f.hits = hits[node].iter().map(|h| h.parts()).collect();
+                        }
+                    }
+                }
                 m.apply_df_cap_renumbered(&counts)
             }
             Err(e) => Err(e),
@@ -768,6 +917,9 @@ fn extract(
     }
     edges.sort_unstable();
     edges.dedup();
+    if let Some(parts) = parts {
+        parts.sources = found_parts.into_iter().collect();
+    }
     Ok(GraphFile {
         format: FORMAT,
         built_from,
@@ -782,5 +934,6 @@ fn extract(
         min_alias_chars: g.min_alias_chars,
         link_occurrences,
         source_links,
+        texts_read: read.iter().filter(|r| **r).count(),
     })
 }

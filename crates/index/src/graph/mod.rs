@@ -15,6 +15,7 @@ mod build;
 mod code;
 mod links;
 mod mentions;
+mod parts;
 mod stop_words;
 mod store;
 mod tags;

@@ -5,6 +5,7 @@ mod bad_inputs;
 mod bm25;
 mod formats;
 mod graph;
+mod graph_incremental;
 mod graph_layer;
 mod indexing;
 mod pages;

@@ -191,6 +191,18 @@ pub struct Hit {
 #[derive(Debug, Clone)]
 pub struct Renumbered(Vec<u32>);
 
+impl Hit {
+    /// The hit as `(start, end, alias)`, for a cache of what a scan found.
+    pub(crate) fn parts(self) -> (u32, u32, u32) {
+        (self.start, self.end, self.alias)
+    }
+
+    /// A hit kept by [`Hit::parts`], its alias renumbered for the matcher it is used with.
+    pub(crate) fn from_parts(start: u32, end: u32, alias: u32) -> Hit {
+        Hit { start, end, alias }
+    }
+}
+
 /// Fragment counts per alias of one matcher, from [`MentionMatcher::count_fragment`];
 /// counts made on several threads add up with [`DfCounts::merge`].
 #[derive(Debug, Clone, Default)]
@@ -210,6 +222,31 @@ impl DfCounts {
         }
         for (mine, theirs) in self.per_alias.iter_mut().zip(&other.per_alias) {
             *mine += theirs;
+        }
+    }
+
+    /// The counts of `fragments` fragments whose hits (by alias index, of a matcher of
+    /// `aliases` aliases) are `hits`: what counting their texts gives.
+    pub(crate) fn of_hits<'a>(
+        fragments: u64,
+        aliases: usize,
+        hits: impl Iterator<Item = &'a [Hit]>,
+    ) -> DfCounts {
+        let mut per_alias = vec![0; aliases];
+        let mut seen = Vec::new();
+        for found in hits {
+            seen.clear();
+            seen.extend(found.iter().map(|h| h.alias as usize));
+            seen.sort_unstable();
+            seen.dedup();
+            for &alias in &seen {
+                per_alias[alias] += 1;
+            }
+        }
+        DfCounts {
+            fragments,
+            per_alias,
+            seen: Vec::new(),
         }
     }
 
