@@ -1,6 +1,7 @@
 //! `finder watch` and `finder serve --watch`: index again whenever the inputs change.
 //!
-//! Each run is the ordinary incremental `finder index` (finder_index::watch says why). The
+//! After events, a run reads only the changed paths (`index_changed`); the first run, a
+//! rescan and a run after lost events read every file (finder_index::watch says why). The
 //! vectors of what changed are built on a thread of their own, so the next lexical run never
 //! waits for embedding; requests made during a build make one more build after it. A run that
 //! finds the index busy (another writer) is retried.
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use finder_core::Settings;
 use finder_index::watch::{Changes, Trigger};
-use finder_index::{index_inputs, IndexError};
+use finder_index::{index_changed, index_inputs, IndexError};
 use finder_server::Space;
 
 use crate::{models, render};
@@ -47,7 +48,7 @@ pub fn watch(
     let changes = Changes::new(inputs, index, timing.debounce, timing.rescan)
         .with_context(|| format!("watching the inputs of {}", index.display()))?;
     let vectors = vector_builder(index.to_path_buf(), settings.clone(), String::new());
-    let (line, _) = run_logged(index, inputs, &settings, "first run")?;
+    let (line, _) = run_logged(index, inputs, &settings, None)?;
     println!("{line}");
     let _ = vectors.send(());
     println!(
@@ -56,7 +57,7 @@ pub fn watch(
         index.display()
     );
     while let Some(trigger) = changes.wait() {
-        match run_logged(index, inputs, &settings, &why(&trigger)) {
+        match run_logged(index, inputs, &settings, Some(&trigger)) {
             Ok((line, changed)) => {
                 println!("{line}");
                 if changed {
@@ -114,7 +115,7 @@ pub fn follow(space: Arc<Space>, timing: Timing) -> Result<Option<String>> {
                 };
                 let outcome = {
                     let _writes = space.write_lock();
-                    run_logged(space.dir(), &inputs, &settings, &why(&trigger))
+                    run_logged(space.dir(), &inputs, &settings, Some(&trigger))
                 };
                 match outcome {
                     Ok((line, changed)) => {
@@ -170,18 +171,25 @@ fn vector_builder(index: PathBuf, settings: Settings, label: String) -> Sender<(
     tx
 }
 
-/// One lexical run, retried while another writer holds the index: a one-line account of it,
-/// and whether it changed anything.
+/// One lexical run for `trigger` (none: the first run), retried while another writer holds
+/// the index: a one-line account of it, and whether it changed anything.
 fn run_logged(
     index: &Path,
     inputs: &[PathBuf],
     settings: &Settings,
-    why: &str,
+    trigger: Option<&Trigger>,
 ) -> Result<(String, bool)> {
     let started = Instant::now();
     let mut tries = 0;
+    let why = trigger.map_or_else(|| "first run".to_string(), why);
     let report = loop {
-        match index_inputs(index, inputs, settings, &mut |_| {}) {
+        let run = match trigger {
+            Some(Trigger::Changed(paths)) => {
+                index_changed(index, inputs, paths, settings, &mut |_| {})
+            }
+            _ => index_inputs(index, inputs, settings, &mut |_| {}),
+        };
+        match run {
             Err(IndexError::Busy(_)) if tries < BUSY_TRIES => {
                 tries += 1;
                 std::thread::sleep(BUSY_RETRY);

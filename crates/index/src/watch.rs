@@ -5,10 +5,11 @@
 //! saves still gets runs. Access events (a file opened or read, which every run itself
 //! causes) are not changes.
 //!
-//! A run is the ordinary incremental [`crate::index_inputs`]: it re-reads the inputs, hashes
-//! each file and writes only what changed, so a burst of saves, a rename (its fragments keep
-//! their vectors: they are keyed by text) or a new ignore rule needs no event-by-event
-//! bookkeeping here. The watcher only decides when to run.
+//! A trigger carries the changed paths; the run ([`crate::index_changed`]) reads only those
+//! and removes what is gone there, writing what changed, so a burst of saves or a rename (its
+//! fragments keep their vectors: they are keyed by text) needs no event-by-event bookkeeping
+//! here. A changed ignore file, a rescan or lost events make a run over every file. The
+//! watcher only decides when to run and where to look.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};

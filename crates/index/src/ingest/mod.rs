@@ -11,7 +11,7 @@ mod records;
 mod summary;
 mod walk;
 
-pub(crate) use walk::{ignored_files, IGNORE_FILE};
+pub(crate) use walk::{ignored_files, relative, IGNORE_FILE};
 
 use std::path::{Path, PathBuf};
 
@@ -162,6 +162,23 @@ pub fn read_input(
         }
     }
     Ok(kind)
+}
+
+/// [`read_input`] of a folder input, reading only the notes at `paths` under it (files, or
+/// folders and all they hold) that its walk would find, in the walk's order.
+pub(crate) fn read_notes_at(
+    folder: &Path,
+    paths: &[PathBuf],
+    origin: &str,
+    settings: &IndexSettings,
+    sink: &mut dyn FnMut(Result<SourceDoc, Problem>),
+) {
+    for item in walk::note_files_at(folder, paths) {
+        match item {
+            Ok(file) => note::read_note(&file.id, &file.path, origin, settings, sink),
+            Err(problem) => sink(Err(problem)),
+        }
+    }
 }
 
 #[cfg(test)]

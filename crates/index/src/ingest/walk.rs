@@ -37,7 +37,14 @@ const SKIPPED_DIRS: &[&str] = &["node_modules"];
 
 /// The walk over `root` with the rules above; `sorted` walks each folder in name order.
 fn walker(root: &Path, sorted: bool) -> Walk {
-    let mut builder = WalkBuilder::new(root);
+    walker_from(root, None, sorted)
+}
+
+/// [`walker`] started at `start` (`root` or a folder under it; the ignore files of the
+/// folders above `start` apply, as they do in a walk from `root`), `max_depth` deep at most.
+fn walker_from(start: &Path, max_depth: Option<usize>, sorted: bool) -> Walk {
+    let mut builder = WalkBuilder::new(start);
+    builder.max_depth(max_depth);
     builder
         .follow_links(false)
         .hidden(true)
@@ -159,11 +166,68 @@ pub(super) fn note_bytes_up_to(root: &Path, limit: u64) -> u64 {
 
 /// The note files under `root` and the problems met on the way, in relative-path order.
 pub(super) fn note_files(root: &Path) -> Vec<Result<NoteFile, Problem>> {
+    note_files_from(root, root, None, &|_| true)
+}
+
+/// The note files a walk of `root` finds at `paths` (files, or folders and all they hold),
+/// and the problems it reports there, in the same order; a path the walk would not reach
+/// (hidden, ignored, gone) gives nothing.
+pub(super) fn note_files_at(root: &Path, paths: &[PathBuf]) -> Vec<Result<NoteFile, Problem>> {
+    // The paths come canonical (from a file watcher); the input may have been given as
+    // `notes` or `./vault/../notes`.
+    let root = &root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let mut found = Vec::new();
+    for path in paths {
+        let Ok(rel) = path.strip_prefix(root) else {
+            continue;
+        };
+        // Hidden and always-skipped folders are never walked into; a walk from below them
+        // would not know it.
+        let mut parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        let name = parts.pop();
+        let skipped = |p: &String| p.starts_with('.') || SKIPPED_DIRS.contains(&p.as_str());
+        if parts.iter().any(skipped) || name.as_ref().is_some_and(|n| n.starts_with('.')) {
+            continue;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            continue;
+        };
+        if meta.is_dir() && !name.as_ref().is_some_and(skipped) {
+            // A folder's entry itself is judged by the walk of its parent.
+            let parent = path.parent().unwrap_or(root);
+            let reached = walker_from(parent, Some(1), false)
+                .flatten()
+                .any(|e| e.depth() == 1 && e.path() == path);
+            if reached {
+                found.extend(note_files_from(root, path, None, &|_| true));
+            }
+        } else if !meta.is_dir() {
+            let parent = path.parent().unwrap_or(root);
+            found.extend(note_files_from(root, parent, Some(1), &|p| p == path));
+        }
+    }
+    found
+}
+
+/// The note files of a walk from `start` (under `root`, ids relative to `root`) whose path
+/// `wanted` keeps.
+fn note_files_from(
+    root: &Path,
+    start: &Path,
+    max_depth: Option<usize>,
+    wanted: &dyn Fn(&Path) -> bool,
+) -> Vec<Result<NoteFile, Problem>> {
     let mut found: Vec<(String, Result<NoteFile, Problem>)> = Vec::new();
-    for entry in walker(root, false) {
+    for entry in walker_from(start, max_depth, false) {
         let entry = match entry {
             Ok(entry) => entry,
             Err(e) => {
+                if error_path(&e).is_some_and(|p| !wanted(p)) {
+                    continue;
+                }
                 let place = error_path(&e)
                     .map_or_else(|| root.display().to_string(), |p| relative(root, p));
                 let reason = format!(
@@ -195,7 +259,7 @@ pub(super) fn note_files(root: &Path) -> Vec<Result<NoteFile, Problem>> {
                 }),
             ));
         }
-        if entry.depth() == 0 {
+        if entry.depth() == 0 || !wanted(entry.path()) {
             continue;
         }
         let name = entry.file_name().to_string_lossy();
@@ -285,7 +349,8 @@ pub(super) fn special_kind(file_type: &std::fs::FileType) -> &'static str {
 }
 
 /// `path` relative to `root`, with `/` between components.
-fn relative(root: &Path, path: &Path) -> String {
+/// The id of the note at `path` in a walk of `root`: its relative path, `/`-separated.
+pub(crate) fn relative(root: &Path, path: &Path) -> String {
     let rel = path.strip_prefix(root).unwrap_or(path);
     rel.components()
         .map(|c| c.as_os_str().to_string_lossy())

@@ -67,6 +67,48 @@ pub fn index_inputs(
     index_inputs_one_thread_up_to(dir, inputs, settings, progress, ONE_THREAD_MAX_INPUT_BYTES)
 }
 
+/// [`index_inputs`] after `changed` paths under the inputs changed (created, edited, renamed
+/// or deleted files and folders, as a file watcher reports them): reads only the notes at
+/// those paths and removes the sources there that are gone; every other source stays as it
+/// is. Falls back to reading every input when a path is not under a folder input, when an
+/// ignore file changed (its rules may take in or leave out anything) and when the run must
+/// rebuild the index. The result is what [`index_inputs`] would make of the same files.
+pub fn index_changed(
+    dir: &Path,
+    inputs: &[PathBuf],
+    changed: &[PathBuf],
+    settings: &Settings,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<RunReport> {
+    let folders: Vec<Option<PathBuf>> = inputs
+        .iter()
+        .map(|i| i.canonicalize().ok().filter(|c| c.is_dir()))
+        .collect();
+    let mut focus: Vec<Vec<PathBuf>> = vec![Vec::new(); inputs.len()];
+    for path in changed {
+        let ignore_file = path.file_name().is_some_and(|n| {
+            [".gitignore", ".ignore", ingest::IGNORE_FILE]
+                .iter()
+                .any(|f| n == *f)
+        });
+        let at = folders
+            .iter()
+            .position(|f| f.as_ref().is_some_and(|f| path.starts_with(f) && path != f));
+        match at {
+            Some(at) if !ignore_file => focus[at].push(path.clone()),
+            _ => return index_inputs(dir, inputs, settings, progress),
+        }
+    }
+    run_inputs(
+        dir,
+        inputs,
+        settings,
+        progress,
+        ONE_THREAD_MAX_INPUT_BYTES,
+        Some(&focus),
+    )
+}
+
 /// The first analysis whose indexes have [`crate::schema::Fields::language`].
 const LANGUAGE_FIELD: u32 = 4;
 
@@ -101,6 +143,18 @@ pub(crate) fn index_inputs_one_thread_up_to(
     settings: &Settings,
     progress: &mut dyn FnMut(Progress<'_>),
     one_thread_max_bytes: u64,
+) -> Result<RunReport> {
+    run_inputs(dir, inputs, settings, progress, one_thread_max_bytes, None)
+}
+
+/// One run: over every input, or (`focus`, per input) over the paths under it that changed.
+fn run_inputs(
+    dir: &Path,
+    inputs: &[PathBuf],
+    settings: &Settings,
+    progress: &mut dyn FnMut(Progress<'_>),
+    one_thread_max_bytes: u64,
+    focus: Option<&[Vec<PathBuf>]>,
 ) -> Result<RunReport> {
     crate::tuning::map_large_blocks();
     // Declared first, so dropped last: its release comes after the writer and the rest.
@@ -139,9 +193,23 @@ pub(crate) fn index_inputs_one_thread_up_to(
     let known = info.iter().flat_map(|i| &i.origins);
     let mut plan = RunPlan::new(inputs, rebuild, known, &dir.display().to_string())
         .map_err(IndexError::Input)?;
+    // A rebuild reads everything; so does a first run.
+    let focus = focus.filter(|_| !(rebuild || outdated || info.is_none()));
+    if let Some(focus) = focus {
+        for ((input, origin), paths) in inputs.iter().zip(plan.origins.clone()).zip(focus) {
+            if !paths.is_empty() {
+                let root = input.canonicalize().unwrap_or_else(|_| input.clone());
+                let ids = paths.iter().map(|p| ingest::relative(&root, p)).collect();
+                plan.limit_to(&origin, ids);
+            } else {
+                plan.limit_to(&origin, Vec::new());
+            }
+        }
+    }
 
     // A small run is written by one thread, into one segment: the build needs no merge.
-    let small = ingest::input_bytes_up_to(inputs, one_thread_max_bytes) <= one_thread_max_bytes;
+    let small = focus.is_some()
+        || ingest::input_bytes_up_to(inputs, one_thread_max_bytes) <= one_thread_max_bytes;
     // It is also built, graph included, in small pages (`ProcessTuning::small_pages`).
     let _small_pages = small.then(crate::tuning::small_pages);
     let opened = if small {
@@ -175,6 +243,7 @@ pub(crate) fn index_inputs_one_thread_up_to(
         fields,
         settings,
         catalog: &catalog,
+        focus,
     };
     let written = run::write_sources(&target, inputs, &mut plan, ahead.as_mut(), progress)?;
 

@@ -24,6 +24,9 @@ pub struct RunPlan {
     sourced: HashSet<String>,
     /// Inputs with a problem that hid which ids they hold: their sources are kept.
     incomplete: HashSet<String>,
+    /// A run that read only some paths of its inputs decides only about the sources there:
+    /// by origin, the ids (and the folders, as `id/` prefixes) it read. `None`: all.
+    scope: Option<std::collections::HashMap<String, Vec<String>>>,
 }
 
 /// What to do with a source that was read.
@@ -137,11 +140,35 @@ impl RunPlan {
         }
     }
 
+    /// Limits what the run decides about to the sources at `ids` of `origin` (each a note's
+    /// id, or a folder's, whose notes it covers), for each origin so limited; the sources of
+    /// other origins are kept as they are.
+    pub fn limit_to(&mut self, origin: &str, ids: Vec<String>) {
+        self.scope
+            .get_or_insert_with(Default::default)
+            .insert(origin.to_string(), ids);
+    }
+
+    /// Whether the run decides about the stored source `id` of `origin`.
+    fn in_scope(&self, id: &str, origin: &str) -> bool {
+        let Some(scope) = &self.scope else {
+            return self.origins.iter().any(|o| o == origin);
+        };
+        scope.get(origin).is_some_and(|ids| {
+            ids.iter().any(|at| {
+                id == at
+                    || (id.len() > at.len()
+                        && id.starts_with(at.as_str())
+                        && id.as_bytes()[at.len()] == b'/')
+            })
+        })
+    }
+
     /// Whether a stored source of `origin` is gone from this run's inputs and must be removed:
     /// `None` when this run does not decide about it (another input's, or seen this run),
     /// `Some(false)` when it is kept because its input had a problem that hid its ids.
     fn gone(&self, id: &str, origin: &str) -> Option<bool> {
-        if self.seen.contains(id) || !self.origins.iter().any(|o| o == origin) {
+        if self.seen.contains(id) || !self.in_scope(id, origin) {
             return None;
         }
         Some(!self.incomplete.contains(origin))

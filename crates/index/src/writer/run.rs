@@ -22,6 +22,9 @@ pub(super) struct Target<'a> {
     pub fields: Fields,
     pub settings: &'a Settings,
     pub catalog: &'a HashMap<String, SourceRecord>,
+    /// For a run limited to some paths: per input, the paths under it to read (none: the
+    /// input is not read). `None`: every input is read whole.
+    pub focus: Option<&'a [Vec<std::path::PathBuf>]>,
 }
 
 /// What the run's totals need of a source written: the whole record is in the index (a
@@ -48,12 +51,17 @@ pub(super) fn write_sources(
         fields,
         settings,
         catalog,
+        focus,
     } = *target;
     let mut written: HashMap<String, Written> = HashMap::new();
     let mut done = 0u64;
     let mut failure: Option<IndexError> = None;
     let origins = plan.origins.clone();
-    for (input, origin) in inputs.iter().zip(&origins) {
+    for (at, (input, origin)) in inputs.iter().zip(&origins).enumerate() {
+        let paths = focus.map(|f| f[at].as_slice());
+        if paths.is_some_and(<[_]>::is_empty) {
+            continue;
+        }
         let kind = ingest::detect(input).map_err(IndexError::Input)?;
         progress(Progress::Input {
             path: input,
@@ -108,7 +116,13 @@ pub(super) fn write_sources(
                 Err(e) => failure = Some(store_error(dir, e)),
             }
         };
-        ingest::read_input(input, origin, &settings.index, &mut sink).map_err(IndexError::Input)?;
+        match paths {
+            Some(paths) => ingest::read_notes_at(input, paths, origin, &settings.index, &mut sink),
+            None => {
+                ingest::read_input(input, origin, &settings.index, &mut sink)
+                    .map_err(IndexError::Input)?;
+            }
+        }
         if let Some(e) = failure.take() {
             return Err(e);
         }

@@ -3,6 +3,7 @@
 
 mod bad_inputs;
 mod bm25;
+mod focused;
 mod formats;
 mod graph;
 mod graph_incremental;
