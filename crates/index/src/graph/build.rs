@@ -20,7 +20,7 @@ use super::parts::{parts_key, FragmentParts, Parts, SourceParts, PARTS_FILE};
 use super::{links, tags, DfCounts, Hit, LinkResolver, LinkStyle, MentionConfig, MentionMatcher};
 use crate::error::{IndexError, Result};
 use crate::pages::Body;
-use crate::record::FragmentRecord;
+use crate::record::{FragmentRecord, SourceRecord};
 use crate::schema::Fields;
 use crate::stored::{commit_info, map_heads, open_or_create};
 
@@ -289,6 +289,16 @@ pub(crate) fn graph_is_current(dir: &Path, g: &GraphSettings, generation: u64) -
 
 /// Builds the graph of the index in `dir` from its last commit and publishes it.
 pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
+    build_graph_from(dir, settings, None)
+}
+
+/// [`build_graph`], given the source records of the last commit when the caller holds them
+/// (`None`: they are read from the store).
+pub(crate) fn build_graph_from(
+    dir: &Path,
+    settings: &Settings,
+    records: Option<Vec<SourceRecord>>,
+) -> Result<GraphReport> {
     let started = Instant::now();
     let g = &settings.graph;
     let gdir = dir.join(GRAPH_DIR);
@@ -307,7 +317,10 @@ pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
     let built_from = info.as_ref().map_or(0, |i| i.committed_at);
     let generation = info.as_ref().map_or(0, |i| i.generation);
     drop(index);
-    let sources = read_sources(dir, fields)?;
+    let sources = match records {
+        Some(records) => sources_of(records),
+        None => read_sources(dir, fields)?,
+    };
     let texts = Stored {
         dir,
         fields,
@@ -433,6 +446,28 @@ fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
         s.fragments.sort_by_key(|f| f.ordinal);
     }
     Ok(sources)
+}
+
+/// The sources of `records` as [`read_sources`] reads them from the store: each fragment's
+/// key is the one its writer gave it ([`crate::fragment_key`]).
+fn sources_of(records: Vec<SourceRecord>) -> Vec<GraphSource> {
+    let mut sources: Vec<GraphSource> = records
+        .into_iter()
+        .map(|r| {
+            let mut s = GraphSource::new(r.id, &r.envelope, r.entity, r.aliases, r.relations);
+            s.hash = r.hash;
+            s.fragments = (0..r.fragments)
+                .map(|ordinal| GraphFragment {
+                    key: crate::fragment_key(&s.id, ordinal).0,
+                    ordinal,
+                    body: String::new(),
+                })
+                .collect();
+            s
+        })
+        .collect();
+    sources.sort_by(|a, b| a.id.cmp(&b.id));
+    sources
 }
 
 /// Fragments per share of a pass over the texts.
@@ -607,10 +642,10 @@ fn extract(
     let kept: Vec<Option<&SourceParts>> = sources
         .iter()
         .map(|s| {
-            let keys: Vec<u64> = s.fragments.iter().map(|f| f.key).collect();
+            let keys = s.fragments.iter().map(|f| &f.key);
             parts
                 .as_deref()
-                .and_then(|p| p.unchanged(&s.id, &s.hash, &keys))
+                .and_then(|p| p.unchanged(&s.id, &s.hash, keys))
         })
         .collect();
     let mut changed = vec![true; fragments.len()];
@@ -714,28 +749,24 @@ fn extract(
                 add(&mut edges, head, heads[target], kind);
             }
         }
-        if parts.is_some() {
-            let fragments = s.fragments.iter().enumerate().map(|(fi, f)| {
-                let m = marks[(node as usize) + fi].as_deref();
-                FragmentParts {
-                    key: f.key,
-                    text: has_text[node as usize + fi],
-                    links: m.map(|m| m.links.clone()).unwrap_or_default(),
-                    tags: m.map(|m| m.tags.clone()).unwrap_or_default(),
-                    hits: Vec::new(),
-                }
-            });
-            let source = SourceParts {
-                hash: s.hash.clone(),
-                fragments: fragments.collect(),
-            };
-            found_parts.push((s.id.clone(), source));
-        }
+        // This source's parts for the next build; each fragment's marks go in once used.
+        let mut source_parts = parts.is_some().then(|| SourceParts {
+            hash: s.hash.clone(),
+            fragments: Vec::with_capacity(s.fragments.len()),
+        });
         for fi in 0..s.fragments.len() {
             let this = node + fi as u32;
             if fi > 0 {
                 add(&mut edges, this - 1, this, RelationKind::Next);
             }
+            let fragment_parts = source_parts.as_mut().map(|p| {
+                p.fragments.push(FragmentParts {
+                    key: s.fragments[fi].key,
+                    text: has_text[this as usize],
+                    ..FragmentParts::default()
+                });
+                p.fragments.last_mut().expect("just pushed")
+            });
             let Some(m) = marks[this as usize].take() else {
                 continue;
             };
@@ -766,6 +797,13 @@ fn extract(
                 let t = entities.node(format!("tag:{tag}"), tag, EntityKind::Tag);
                 add(&mut edges, this, t, RelationKind::Tagged);
             }
+            if let Some(f) = fragment_parts {
+                let Marks { links, tags } = *m;
+                (f.links, f.tags) = (links, tags);
+            }
+        }
+        if let Some(source) = source_parts {
+            found_parts.push((s.id.clone(), source));
         }
         node += s.fragments.len() as u32;
     }
@@ -787,7 +825,7 @@ fn extract(
     let mut dropped_aliases = Vec::new();
     // The aliases the kept hits were scanned for; set again below if this build scans.
     let old_aliases = parts.as_deref_mut().map(|p| std::mem::take(&mut p.aliases));
-    let no_parts = std::collections::HashMap::new();
+    let no_parts = FastMap::default();
     // A name inside a link is that link, not a second relation.
     let linked: FastSet<(u32, u32)> = edges.iter().map(|&(a, b, _)| (a, b)).collect();
     if g.mentions && !names.is_empty() {
@@ -811,15 +849,21 @@ fn extract(
                 // The kept hits serve when they were scanned for every alias of this
                 // matcher: each alias is found on its own, so a hit of an alias gone is
                 // only dropped. A new name needs every text scanned for it.
-                let index: FastMap<&str, u32> =
-                    aliases.iter().map(String::as_str).zip(0..).collect();
                 let old = old_aliases.as_ref();
-                let renumber: Option<Vec<Option<u32>>> = old
-                    .filter(|old| {
-                        let old: FastSet<&str> = old.iter().map(String::as_str).collect();
-                        aliases.iter().all(|a| old.contains(a.as_str()))
-                    })
-                    .map(|old| old.iter().map(|a| index.get(a.as_str()).copied()).collect());
+                let renumber: Option<Vec<Option<u32>>> = match old {
+                    // the same aliases in the same order: the kept hits stand as they are
+                    Some(old) if *old == aliases => Some((0..old.len() as u32).map(Some).collect()),
+                    Some(old) => {
+                        let index: FastMap<&str, u32> =
+                            aliases.iter().map(String::as_str).zip(0..).collect();
+                        let known: FastSet<&str> = old.iter().map(String::as_str).collect();
+                        aliases
+                            .iter()
+                            .all(|a| known.contains(a.as_str()))
+                            .then(|| old.iter().map(|a| index.get(a.as_str()).copied()).collect())
+                    }
+                    None => None,
+                };
                 let only = match &renumber {
                     Some(renumber) if incremental => {
                         let kept = parts.as_deref().map_or(&no_parts, |p| &p.sources);

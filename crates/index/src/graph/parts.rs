@@ -4,9 +4,9 @@
 //! name appeared that the kept hits were not scanned for (a new title, a new link target):
 //! then every text is scanned again. Either way the graph equals a build from scratch.
 
-use std::collections::HashMap;
 use std::path::Path;
 
+use finder_core::FastMap;
 use serde::{Deserialize, Serialize};
 
 pub(super) const PARTS_FILE: &str = "parts.json";
@@ -30,7 +30,7 @@ pub(super) struct Parts {
     pub key: String,
     /// The folded aliases the hits were scanned for; a hit's alias indexes this.
     pub aliases: Vec<String>,
-    pub sources: HashMap<String, SourceParts>,
+    pub sources: FastMap<String, SourceParts>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -73,7 +73,12 @@ impl Parts {
     }
 
     /// The kept parts of source `id`, if its hash and fragments are still those scanned.
-    pub fn unchanged(&self, id: &str, hash: &str, keys: &[u64]) -> Option<&SourceParts> {
+    pub fn unchanged<'a>(
+        &self,
+        id: &str,
+        hash: &str,
+        keys: impl ExactSizeIterator<Item = &'a u64>,
+    ) -> Option<&SourceParts> {
         let kept = self.sources.get(id)?;
         let same = !hash.is_empty()
             && kept.hash == hash

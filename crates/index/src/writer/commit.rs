@@ -14,7 +14,7 @@ use crate::document::Problem;
 use crate::error::Result;
 use crate::files::LEXICAL_DIR;
 use crate::pages::PagesAhead;
-use crate::record::{CommitInfo, FORMAT};
+use crate::record::{CommitInfo, SourceRecord, FORMAT};
 use crate::schema::Fields;
 use crate::store_error;
 
@@ -59,6 +59,9 @@ pub(super) struct Commit<'a> {
     pub from_empty: bool,
     /// The run changed what the index holds.
     pub changed: bool,
+    /// Every source record after the run, when the run has them at hand (a run over some
+    /// paths): the graph build takes them instead of reading the store.
+    pub sources_after: Option<Vec<SourceRecord>>,
 }
 
 impl Commit<'_> {
@@ -83,6 +86,7 @@ impl Commit<'_> {
             languages,
             from_empty,
             changed,
+            sources_after,
         } = self;
         let err = |e| store_error(dir, e);
         let rebuild = report.rebuilt;
@@ -151,7 +155,7 @@ impl Commit<'_> {
         if leftover || (settings.graph.build && stale) {
             progress(Progress::Graph);
             tracing::info!(index = %dir.display(), "building the graph");
-            match crate::graph::build_graph(dir, settings) {
+            match crate::graph::build_graph_from(dir, settings, sources_after) {
                 Ok(g) => report.graph = Some(g),
                 Err(e) => report.problems.push(Problem {
                     place: dir.join(crate::graph::GRAPH_DIR).display().to_string(),

@@ -16,7 +16,7 @@ use crate::document::Problem;
 use crate::error::{IndexError, Result};
 use crate::files::LEXICAL_DIR;
 use crate::live::{Begin, LiveRun};
-use crate::record::{RunCounts, FORMAT};
+use crate::record::{RunCounts, SourceRecord, FORMAT};
 use crate::stored::{commit_info, load_catalog, open_or_create};
 use crate::{ingest, store_error};
 
@@ -245,7 +245,8 @@ fn run_inputs(
         catalog: &catalog,
         focus,
     };
-    let written = run::write_sources(&target, inputs, &mut plan, ahead.as_mut(), progress)?;
+    let (written, mut records) =
+        run::write_sources(&target, inputs, &mut plan, ahead.as_mut(), progress)?;
 
     // Sources of this run's inputs that were not seen are gone from their input, unless the
     // input had errors that hid which ids it holds.
@@ -281,7 +282,18 @@ fn run_inputs(
     // The run's bookkeeping (sets of every source id: hundreds of MB at a million sources) is
     // done with; the commit and the graph build below should not hold it.
     drop(totals);
-    drop((catalog, written));
+    // A run limited to some paths hands the graph build every source record after it (the
+    // kept ones and those written), so it need not read them all from the store again.
+    let sources_after = focus.map(|_| {
+        let mut after: Vec<SourceRecord> = catalog
+            .into_iter()
+            .filter(|(id, r)| !records.contains_key(id) && plan.keeps(id, &r.origin))
+            .map(|(_, r)| r)
+            .collect();
+        after.extend(records.drain().map(|(_, r)| r));
+        after
+    });
+    drop((written, records));
 
     let changed = plan.changed();
     let report = RunReport {
@@ -304,6 +316,7 @@ fn run_inputs(
         languages: languages.into_iter().collect(),
         from_empty,
         changed,
+        sources_after,
     };
     commit.run(writer, report, ahead, progress)
     // `_keep`, dropped after every other local, hands back what the run freed.

@@ -37,14 +37,14 @@ pub(super) struct Written {
 }
 
 /// Reads every input and writes the sources the plan admits. Returns what the totals need of
-/// each source written.
+/// each source written, and, on a run limited to some paths (`focus`), the records written.
 pub(super) fn write_sources(
     target: &Target<'_>,
     inputs: &[std::path::PathBuf],
     plan: &mut RunPlan,
     mut ahead: Option<&mut crate::pages::PagesAhead>,
     progress: &mut dyn FnMut(Progress<'_>),
-) -> Result<HashMap<String, Written>> {
+) -> Result<(HashMap<String, Written>, HashMap<String, SourceRecord>)> {
     let Target {
         dir,
         writer,
@@ -54,6 +54,7 @@ pub(super) fn write_sources(
         focus,
     } = *target;
     let mut written: HashMap<String, Written> = HashMap::new();
+    let mut records: HashMap<String, SourceRecord> = HashMap::new();
     let mut done = 0u64;
     let mut failure: Option<IndexError> = None;
     let origins = plan.origins.clone();
@@ -112,6 +113,9 @@ pub(super) fn write_sources(
                         language,
                     };
                     written.insert(source.id.clone(), counts);
+                    if focus.is_some() {
+                        records.insert(source.id.clone(), record);
+                    }
                 }
                 Err(e) => failure = Some(store_error(dir, e)),
             }
@@ -127,7 +131,7 @@ pub(super) fn write_sources(
             return Err(e);
         }
     }
-    Ok(written)
+    Ok((written, records))
 }
 
 /// Why a source's precomputed vector cannot be used, when the backend uses them.

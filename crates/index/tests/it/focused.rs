@@ -1,6 +1,6 @@
 //! Runs limited to the paths a watcher saw change (`index_changed`) against runs over every
 //! file: after any sequence of file and folder changes, both indexes hold the same sources
-//! and every file reads as indexed.
+//! and the same graph, and every file reads as indexed.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +8,8 @@ use finder_core::Settings;
 use finder_index::freshness::file_states;
 use finder_index::{index_changed, index_inputs};
 use proptest::prelude::*;
+
+use crate::support::graph_file;
 
 /// One change to the vault, with the paths a watcher reports for it.
 #[derive(Debug, Clone)]
@@ -110,6 +112,13 @@ fn check(changes: &[Change]) {
             file_states(&full, &settings).unwrap(),
         );
         assert_eq!(a, b, "after {:?}", &changes[..=step]);
+        // The graph made from the run's own records equals the one read from the store.
+        assert_eq!(
+            graph_file(&watched),
+            graph_file(&full),
+            "graph after {:?}",
+            &changes[..=step]
+        );
         let stale: Vec<_> = a
             .files
             .iter()

@@ -7,7 +7,7 @@ use finder_core::Settings;
 use finder_index::graph::build_graph;
 use proptest::prelude::*;
 
-use crate::support::Fixture;
+use crate::support::{graph_file, Fixture};
 
 const TITLES: &[&str] = &[
     "Christopher Nolan",
@@ -67,15 +67,6 @@ fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), target).unwrap();
         }
     }
-}
-
-/// The graph an index holds, but for the commit time it was built from: a run that changed
-/// nothing commits again and keeps its graph.
-fn graph_file(index: &Path) -> serde_json::Value {
-    let bytes = std::fs::read(index.join("graph/graph.json")).unwrap();
-    let mut graph: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    graph.as_object_mut().unwrap().remove("built_from");
-    graph
 }
 
 /// Applies `edits` one indexing run each; after each run the graph equals one built from

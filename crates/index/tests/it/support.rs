@@ -67,3 +67,12 @@ pub fn ids(finder: &Finder, query: &str, settings: &Settings) -> Vec<String> {
         .map(|h| h.id)
         .collect()
 }
+
+/// The graph an index holds, but for the commit time it was built from: a run that changed
+/// nothing commits again and keeps its graph.
+pub fn graph_file(index: &Path) -> serde_json::Value {
+    let bytes = std::fs::read(index.join("graph/graph.json")).unwrap();
+    let mut graph: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    graph.as_object_mut().unwrap().remove("built_from");
+    graph
+}
