@@ -6,9 +6,11 @@ on it, and makes OPS changes: appends to a note, renames a note to a
 new name, deletes a note, or writes a new one (seeded), pausing up to --pause-ms between them. It then waits for the watch to go quiet
 (commit and vectors unchanged for 3 s, every fragment embedded), stops it, and builds the same files into a second index. Both
 must hold the same sources, fragments, vectors and graph edges (by kind); the watch must have
-reported no error. Prints the counts and the watch's peak RSS.
+reported no error. Prints the counts, the watch's peak RSS and, with --rss-every K, its RSS
+after every K changes (the growth is the last sample over the first).
 
   python3 bench/watch_burst.py ../shared/data/dendron_site_vault/notes --files 100 --ops 1000
+  python3 bench/watch_burst.py ../shared/data/dendron_site_vault/notes --ops 10000 --rss-every 1000
 """
 
 import argparse
@@ -16,6 +18,7 @@ import collections
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +38,26 @@ def edges_by_kind(index):
     return dict(collections.Counter(str(kind) for _, _, kind in graph["edges"]))
 
 
+def rss_kib(pid, field="VmRSS"):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith(field))
+
+
+def wait_quiet(finder, index):
+    """Until the last commit and the vectors stay unchanged for 3 s, every fragment embedded."""
+    last, since = None, time.monotonic()
+    while True:
+        s = status(finder, index)
+        v = s.get("vectors")
+        now = (s["committed_at"], v and v.get("done"))
+        if now != last:
+            last, since = now, time.monotonic()
+        caught_up = v is None or (not v.get("pending") and v.get("done") == s["fragments"])
+        if caught_up and time.monotonic() - since >= 3:
+            return
+        time.sleep(0.2)
+
+
 def summary(finder, index):
     s = status(finder, index)
     vectors = (s.get("vectors") or {}).get("done")
@@ -51,6 +74,8 @@ def main():
     ap.add_argument("--ops", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--pause-ms", type=float, default=10, help="most pause between changes")
+    ap.add_argument("--rss-every", type=int, default=0,
+                    help="sample the watch's RSS after every K changes, once it caught up")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="finder-burst-")
@@ -71,6 +96,7 @@ def main():
         while not os.path.exists(os.path.join(watched, "lexical")):
             time.sleep(0.05)
         rng = random.Random(args.seed)
+        rss = []
         counts = collections.Counter()
         started = time.monotonic()
         for i in range(args.ops):
@@ -84,7 +110,9 @@ def main():
                 with open(path, "a") as f:
                     f.write(f"\n\nEdit {i}: burst{i}word\n")
             elif op == "rename":
-                os.rename(path, os.path.join(notes, f"renamed-{i}-{name}"))
+                # one prefix, however often a note was renamed: names stay short
+                base = re.sub(r"^(renamed-\d+-)+", "", name)
+                os.rename(path, os.path.join(notes, f"renamed-{i}-{base}"))
             elif op == "delete":
                 os.remove(path)
             else:
@@ -92,21 +120,12 @@ def main():
                     f.write(f"# New {i}\n\nCreated in the burst, see [[{name[:-3]}]].\n")
             counts[op] += 1
             time.sleep(rng.uniform(0, args.pause_ms) / 1000)
+            if args.rss_every and (i + 1) % args.rss_every == 0:
+                wait_quiet(args.finder, watched)
+                rss.append(round(rss_kib(watch.pid) / 1024, 1))
         burst_s = time.monotonic() - started
-        # Quiet: the last commit and the vectors unchanged for 3 s, every fragment embedded.
-        last, since = None, time.monotonic()
-        while True:
-            s = status(args.finder, watched)
-            v = s.get("vectors")
-            now = (s["committed_at"], v and v.get("done"))
-            if now != last:
-                last, since = now, time.monotonic()
-            caught_up = v is None or (not v.get("pending") and v.get("done") == s["fragments"])
-            if caught_up and time.monotonic() - since >= 3:
-                break
-            time.sleep(0.2)
-        with open(f"/proc/{watch.pid}/status") as f:
-            peak_kib = next(int(l.split()[1]) for l in f if l.startswith("VmHWM"))
+        wait_quiet(args.finder, watched)
+        peak_kib = rss_kib(watch.pid, "VmHWM")
     finally:
         watch.terminate()
         watch.wait()
@@ -119,6 +138,9 @@ def main():
     out = {"ops": dict(counts), "burst_s": round(burst_s, 2), "runs": sum(" added, " in l for l in lines),
            "errors": errors, "watched": a, "clean": b, "equal": a == b,
            "watch_peak_rss_mib": round(peak_kib / 1024, 1)}
+    if rss:
+        out["rss_mib"] = rss
+        out["rss_growth"] = round(rss[-1] / rss[0] - 1, 3)
     print(json.dumps(out, indent=2))
     shutil.rmtree(work, ignore_errors=True)
     sys.exit(0 if a == b and not errors else 1)
