@@ -62,6 +62,20 @@ enum ModelCommand {
     },
 }
 
+/// What `finder index` and `finder watch` read and where they write.
+#[derive(clap::Args)]
+struct IndexTarget {
+    /// Inputs: a folder of .md/.txt files, a .jsonl file of records, or a BEIR folder.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Index folder (created when missing).
+    #[arg(long)]
+    index: PathBuf,
+    /// Settings file (default: <index>/finder.toml when present).
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Manage the embedding model.
@@ -71,15 +85,8 @@ enum Command {
     },
     /// Index folders of Markdown/text, JSON Lines record files or BEIR folders (incremental).
     Index {
-        /// Inputs: a folder of .md/.txt files, a .jsonl file of records, or a BEIR folder.
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-        /// Index folder (created when missing).
-        #[arg(long)]
-        index: PathBuf,
-        /// Settings file (default: <index>/finder.toml when present).
-        #[arg(long)]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        target: IndexTarget,
         /// Print the run report as JSON.
         #[arg(long)]
         json: bool,
@@ -87,14 +94,8 @@ enum Command {
     /// Index, then index again whenever the inputs change (file-system events, debounced;
     /// a periodic rescan besides), until Ctrl-C.
     Watch {
-        /// Inputs, as for `finder index`.
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-        /// Index folder (created when missing).
-        #[arg(long)]
-        index: PathBuf,
-        #[arg(long)]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        target: IndexTarget,
         /// Quiet time that turns a burst of saves into one run.
         #[arg(long, default_value_t = 200, value_name = "MS")]
         debounce_ms: u64,
@@ -311,9 +312,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Index {
-            inputs,
-            index,
-            config,
+            target:
+                IndexTarget {
+                    inputs,
+                    index,
+                    config,
+                },
             json,
         } => cmd_index(&inputs, &index, config.as_deref(), json),
         Command::Search {
@@ -508,9 +512,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Watch {
-            inputs,
-            index,
-            config,
+            target:
+                IndexTarget {
+                    inputs,
+                    index,
+                    config,
+                },
             debounce_ms,
             rescan_secs,
         } => watch::watch(

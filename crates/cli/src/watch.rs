@@ -47,7 +47,12 @@ pub fn watch(
     // Watching starts before the first run, so nothing saved during it is missed.
     let changes = Changes::new(inputs, index, timing.debounce, timing.rescan)
         .with_context(|| format!("watching the inputs of {}", index.display()))?;
-    let vectors = vector_builder(index.to_path_buf(), settings.clone(), String::new());
+    let fixed = settings.clone();
+    let vectors = vector_builder(
+        index.to_path_buf(),
+        move || Ok(fixed.clone()),
+        String::new(),
+    );
     let (line, _) = run_logged(index, inputs, &settings, None)?;
     println!("{line}");
     let _ = vectors.send(());
@@ -97,9 +102,12 @@ pub fn follow(space: Arc<Space>, timing: Timing) -> Result<Option<String>> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    // Both loops read the space's settings afresh for each run, so an edited finder.toml
+    // applies to the next lexical run and the next vector build alike.
+    let of_space = Arc::clone(&space);
     let vectors = vector_builder(
         space.dir().to_path_buf(),
-        space.base_settings()?,
+        move || Ok(of_space.base_settings()?),
         format!("space {}: ", space.name()),
     );
     std::thread::Builder::new()
@@ -146,17 +154,22 @@ fn why(trigger: &Trigger) -> String {
     }
 }
 
-/// A thread that builds the vectors of `index` whenever asked; asks made during a build are
-/// served by one build after it. Builds of one index never overlap, in this process or across
-/// processes (`build_vectors` holds a lock).
-fn vector_builder(index: PathBuf, settings: Settings, label: String) -> Sender<()> {
+/// A thread that builds the vectors of `index` whenever asked, with the settings `settings`
+/// gives at that moment; asks made during a build are served by one build after it. Builds
+/// of one index never overlap, in this process or across processes (`build_vectors` holds a
+/// lock).
+fn vector_builder(
+    index: PathBuf,
+    settings: impl Fn() -> Result<Settings> + Send + 'static,
+    label: String,
+) -> Sender<()> {
     let (tx, rx) = channel::<()>();
     let spawned = std::thread::Builder::new()
         .name("vectors".to_string())
         .spawn(move || {
             while rx.recv().is_ok() {
                 while rx.try_recv().is_ok() {}
-                match models::build(&index, &settings) {
+                match settings().and_then(|s| models::build(&index, &s)) {
                     Ok(outcome) => println!("{label}{}", render::vector_report(&outcome)),
                     Err(e) => eprintln!(
                         "warning: {label}building vectors in {}: {e:#}",

@@ -69,9 +69,10 @@ pub struct FilesReport {
 
 /// Reads the index's inputs again (read only) and compares each source with the last commit.
 pub fn file_states(dir: &Path, settings: &Settings) -> Result<FilesReport> {
-    let finder = crate::Finder::open(dir, settings.clone())?;
-    let origins = finder.status()?.origins;
-    drop(finder);
+    // The index must exist: opening it for the catalog would make an empty one.
+    let origins = crate::stored::peek_commit_info(dir)?
+        .ok_or_else(|| crate::IndexError::NotFound(dir.to_path_buf()))?
+        .origins;
     let (index, fields) = crate::stored::open_or_create(dir, settings)?;
     let catalog = crate::stored::load_catalog(&index, fields, dir)?;
     let built: HashMap<u64, u64> = crate::vector::read_state(&dir.join(crate::vector::VECTOR_DIR))
