@@ -27,9 +27,6 @@ pub const DEFAULT_RESCAN: Duration = Duration::from_secs(300);
 /// A trigger waits at most this many debounce times after its first event.
 pub const MAX_WAIT_DEBOUNCES: u32 = 10;
 
-/// Names that start with a dot but still matter: the ignore files change what is indexed.
-const DOT_FILES_THAT_COUNT: &[&str] = &[".gitignore", ".ignore", crate::ingest::IGNORE_FILE];
-
 /// Why the inputs should be indexed again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Trigger {
@@ -179,7 +176,7 @@ impl Changes {
             None => false,
             Some((name, folders)) => {
                 !folders.iter().any(hidden)
-                    && (!hidden(name) || DOT_FILES_THAT_COUNT.contains(name))
+                    && (!hidden(name) || crate::ingest::IGNORE_FILES.contains(name))
             }
         }
     }

@@ -825,7 +825,6 @@ fn extract(
     let mut dropped_aliases = Vec::new();
     // The aliases the kept hits were scanned for; set again below if this build scans.
     let old_aliases = parts.as_deref_mut().map(|p| std::mem::take(&mut p.aliases));
-    let no_parts = FastMap::default();
     // A name inside a link is that link, not a second relation.
     let linked: FastSet<(u32, u32)> = edges.iter().map(|&(a, b, _)| (a, b)).collect();
     if g.mentions && !names.is_empty() {
@@ -864,12 +863,13 @@ fn extract(
                     }
                     None => None,
                 };
-                let only = match &renumber {
-                    Some(renumber) if incremental => {
-                        let kept = parts.as_deref().map_or(&no_parts, |p| &p.sources);
+                let only = match (&renumber, parts.as_deref()) {
+                    (Some(renumber), Some(kept)) if incremental => {
                         for (si, (id, _)) in found_parts.iter().enumerate() {
                             let head = heads[si] as usize;
-                            let Some(old) = kept.get(id) else { continue };
+                            let Some(old) = kept.sources.get(id) else {
+                                continue;
+                            };
                             if old.fragments.is_empty() || changed[head] {
                                 continue;
                             }

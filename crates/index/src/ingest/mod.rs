@@ -11,7 +11,7 @@ mod records;
 mod summary;
 mod walk;
 
-pub(crate) use walk::{ignored_files, relative, IGNORE_FILE};
+pub(crate) use walk::{ignored_files, relative, IGNORE_FILES};
 
 use std::path::{Path, PathBuf};
 

@@ -6,6 +6,7 @@
 //! user's global git excludes do not (the index follows the folder's files alone). `node_modules`
 //! folders are skipped too.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use ignore::{DirEntry, Walk, WalkBuilder};
@@ -31,6 +32,9 @@ pub(super) fn is_note_name(name: &str) -> bool {
 
 /// Finder's own ignore file, read like a `.gitignore` (later rules win, `!` re-includes).
 pub const IGNORE_FILE: &str = ".finderignore";
+
+/// Every ignore file the walk reads, the first taking precedence in one folder.
+pub(crate) const IGNORE_FILES: [&str; 3] = [IGNORE_FILE, ".ignore", ".gitignore"];
 
 /// Folders skipped wherever they are, besides hidden ones.
 const SKIPPED_DIRS: &[&str] = &["node_modules"];
@@ -131,7 +135,7 @@ fn rule_for(
         return "always skipped".to_string();
     }
     for dir in path.ancestors().skip(1).take_while(|d| d.starts_with(root)) {
-        for name in [IGNORE_FILE, ".ignore", ".gitignore"] {
+        for name in IGNORE_FILES {
             let file = dir.join(name);
             if !file.is_file() {
                 continue;
@@ -176,7 +180,8 @@ pub(super) fn note_files_at(root: &Path, paths: &[PathBuf]) -> Vec<Result<NoteFi
     // The paths come canonical (from a file watcher); the input may have been given as
     // `notes` or `./vault/../notes`.
     let root = &root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-    let mut found = Vec::new();
+    let mut folders: Vec<&PathBuf> = Vec::new();
+    let mut files: std::collections::BTreeMap<&Path, HashSet<&Path>> = Default::default();
     for path in paths {
         let Ok(rel) = path.strip_prefix(root) else {
             continue;
@@ -196,18 +201,34 @@ pub(super) fn note_files_at(root: &Path, paths: &[PathBuf]) -> Vec<Result<NoteFi
             continue;
         };
         if meta.is_dir() && !name.as_ref().is_some_and(skipped) {
-            // A folder's entry itself is judged by the walk of its parent.
-            let parent = path.parent().unwrap_or(root);
-            let reached = walker_from(parent, Some(1), false)
-                .flatten()
-                .any(|e| e.depth() == 1 && e.path() == path);
-            if reached {
-                found.extend(note_files_from(root, path, None, &|_| true));
-            }
+            folders.push(path);
         } else if !meta.is_dir() {
-            let parent = path.parent().unwrap_or(root);
-            found.extend(note_files_from(root, parent, Some(1), &|p| p == path));
+            files
+                .entry(path.parent().unwrap_or(root))
+                .or_default()
+                .insert(path);
         }
+    }
+    // Each note once: what a changed folder holds is read with it.
+    folders.sort();
+    folders.dedup_by(|inner, outer| inner.starts_with(outer));
+    let in_folder = |p: &Path| folders.iter().any(|f| p.starts_with(f));
+    let mut found = Vec::new();
+    for &folder in &folders {
+        // A folder's entry itself is judged by the walk of its parent.
+        let parent = folder.parent().unwrap_or(root);
+        let reached = walker_from(parent, Some(1), false)
+            .flatten()
+            .any(|e| e.depth() == 1 && e.path() == folder);
+        if reached {
+            found.extend(note_files_from(root, folder, None, &|_| true));
+        }
+    }
+    // Files are read by one walk of their folder each, however many changed there.
+    for (parent, paths) in files.into_iter().filter(|(parent, _)| !in_folder(parent)) {
+        found.extend(note_files_from(root, parent, Some(1), &|p| {
+            paths.contains(p)
+        }));
     }
     found
 }

@@ -86,11 +86,9 @@ pub fn index_changed(
         .collect();
     let mut focus: Vec<Vec<PathBuf>> = vec![Vec::new(); inputs.len()];
     for path in changed {
-        let ignore_file = path.file_name().is_some_and(|n| {
-            [".gitignore", ".ignore", ingest::IGNORE_FILE]
-                .iter()
-                .any(|f| n == *f)
-        });
+        let ignore_file = path
+            .file_name()
+            .is_some_and(|n| ingest::IGNORE_FILES.iter().any(|f| n == *f));
         let at = folders
             .iter()
             .position(|f| f.as_ref().is_some_and(|f| path.starts_with(f) && path != f));
@@ -197,13 +195,10 @@ fn run_inputs(
     let focus = focus.filter(|_| !(rebuild || outdated || info.is_none()));
     if let Some(focus) = focus {
         for ((input, origin), paths) in inputs.iter().zip(plan.origins.clone()).zip(focus) {
-            if !paths.is_empty() {
-                let root = input.canonicalize().unwrap_or_else(|_| input.clone());
-                let ids = paths.iter().map(|p| ingest::relative(&root, p)).collect();
-                plan.limit_to(&origin, ids);
-            } else {
-                plan.limit_to(&origin, Vec::new());
-            }
+            // An input with no changed path keeps all its sources: it decides about none.
+            let root = input.canonicalize().unwrap_or_else(|_| input.clone());
+            let ids = paths.iter().map(|p| ingest::relative(&root, p)).collect();
+            plan.limit_to(&origin, ids);
         }
     }
 

@@ -173,6 +173,16 @@ fn a_run_over_changed_paths_reads_only_them_and_an_ignore_file_reads_all() {
     std::fs::rename(notes.join("sub/n4.md"), notes.join("sub/four.md")).unwrap();
     let (sources, counts) = read(&[notes.join("sub/n4.md"), notes.join("sub/four.md")]);
     assert_eq!((sources, counts.added, counts.removed), (1, 1, 1));
+    // A folder moved, reported with a note inside it: each note is read once.
+    std::fs::rename(notes.join("sub"), notes.join("moved")).unwrap();
+    let changed = [
+        notes.join("sub"),
+        notes.join("moved"),
+        notes.join("moved/n5.md"),
+    ];
+    let (sources, counts) = read(&changed);
+    assert_eq!((sources, counts.added, counts.removed), (20, 20, 20));
+    assert_eq!(counts.problems, 0);
     // A new ignore rule may leave out anything: every file is read.
     std::fs::write(notes.join(".finderignore"), "n1*.md\n").unwrap();
     let (sources, counts) = read(&[notes.join(".finderignore")]);
