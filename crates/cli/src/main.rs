@@ -341,7 +341,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             sort,
         } => {
             let settings = load_settings(&index, config.as_deref())?;
-            let mut finder = store::Store::open(&index, settings)?;
+            let mut finder = store::open(&index, settings)?;
             let mut set = set;
             if let Some(order) = sort {
                 set.push(format!("refine.sort={order}"));
@@ -350,7 +350,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 set.push("refine.prefilter=true".into());
             }
             let settings = finder.settings_with(&set)?;
-            finder.attach_refiners(&settings);
+            store::attach_refiners(&mut finder, &settings);
             let mut request = finder_core::Query::text(query, offset, limit);
             request.vector = vector.as_deref().map(parse_vector).transpose()?;
             for f in &filters {
@@ -390,7 +390,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
         } => {
             let settings = load_settings(&index, None)?;
-            let finder = finder_index::Finder::open(&index, settings)?;
+            let finder = finder_store::Store::open(&index, settings)?;
             let label = index.display().to_string();
             let read = finder_server::read_lines(&finder, &label, &id, lines.as_deref())?;
             if json {
@@ -418,7 +418,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             config,
         } => {
             let settings = load_settings(&index, config.as_deref())?;
-            let finder = store::Store::open(&index, settings)?;
+            let finder = store::open(&index, settings)?;
             let settings = finder.settings_with(&set)?;
             let request = finder.like_query(&id, limit)?;
             let response = finder.query(&request, &settings)?;

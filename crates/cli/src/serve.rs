@@ -6,40 +6,33 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use finder_index::IndexError;
 use finder_server::{
-    check_bind, parse_space_arg, Access, AfterWrite, App, Limits, McpServer, Opener, Space, Spaces,
+    check_bind, parse_space_arg, Access, AfterWrite, App, Limits, McpServer, Models, Opener, Space,
+    Spaces,
 };
 
 use crate::{models, store};
 
-/// Spaces from `--index DIR` / `--index NAME=DIR` arguments. Each opens its index with the
-/// embedding model attached, as `finder search` does; `after_write` runs after API writes.
+/// Spaces from `--index DIR` / `--index NAME=DIR` arguments, over an index folder or the
+/// PostgreSQL store its `finder.toml` names. Each opens its store with the embedding model
+/// attached, as `finder search` does; `after_write` runs after API writes.
 fn spaces(
     args: &[String],
     config: Option<&Path>,
     after_write: Option<AfterWrite>,
 ) -> Result<Spaces> {
     let models = Arc::new(models::ModelCache::default());
-    let opener: Opener = Arc::new(move |dir, settings| {
-        store::open_cached(&models, dir, settings).map_err(|e| {
-            e.downcast::<IndexError>()
-                .unwrap_or_else(|e| IndexError::Embedding {
-                    reason: format!("{e:#}"),
-                })
-        })
-    });
+    let for_writes = Arc::clone(&models);
+    let opener: Opener = Arc::new(move |dir, settings| store::open_cached(&models, dir, settings));
+    let writes: Models = Arc::new(move |settings| for_writes.get(&settings.embed).ok().flatten());
     let mut list = Vec::new();
     for arg in args {
         let (name, dir) = parse_space_arg(arg);
-        let settings = finder_index::load_settings(&dir, config)?;
-        if settings.storage.backend != finder_core::StorageBackend::Embedded {
-            anyhow::bail!(
-                "space `{name}` ({}): the HTTP service and MCP serve embedded indexes only so far; query storage.backend = \"postgres\" with `finder search` or the finder-pg library",
-                dir.display()
-            );
-        }
-        let mut space = Space::new(&name, &dir, config)?.with_opener(opener.clone());
+        // Settings that do not load stop the start, naming the file and the key.
+        finder_index::load_settings(&dir, config)?;
+        let mut space = Space::new(&name, &dir, config)?
+            .with_opener(opener.clone())
+            .with_models(writes.clone());
         if let Some(hook) = &after_write {
             space = space.with_after_write(hook.clone());
         }
@@ -51,9 +44,15 @@ fn spaces(
 /// Builds the vectors of documents written through the API, after their lexical commit
 /// (which is what the write acknowledged); queries see them once the build publishes.
 fn build_vectors_after_writes() -> AfterWrite {
-    Arc::new(|dir, settings| match models::build(dir, settings) {
-        Ok(models::VectorOutcome::Built(_)) | Ok(models::VectorOutcome::Skipped(_)) => {}
-        Err(e) => eprintln!("finder serve: building vectors in {}: {e:#}", dir.display()),
+    Arc::new(|dir, settings| {
+        // Runs into PostgreSQL embed as they write.
+        if settings.storage.backend == finder_core::StorageBackend::Postgres {
+            return;
+        }
+        match models::build(dir, settings) {
+            Ok(models::VectorOutcome::Built(_)) | Ok(models::VectorOutcome::Skipped(_)) => {}
+            Err(e) => eprintln!("finder serve: building vectors in {}: {e:#}", dir.display()),
+        }
     })
 }
 
@@ -88,7 +87,7 @@ pub fn serve(
     let mut lines = Vec::new();
     for space in spaces.iter() {
         let state = match space.finder() {
-            Ok(finder) => format!("{} sources", finder.status()?.sources),
+            Ok(finder) => format!("{} sources", finder.status()?.sources()),
             Err(finder_server::ServerError::NotBuilt { .. }) => {
                 "no index yet: PUT documents or run `finder index`".to_string()
             }

@@ -80,10 +80,15 @@ pub fn watch(
 /// `serve --watch`: a thread per space that follows the inputs the space was indexed from,
 /// holding the space's write lock during each run (API writes wait for it, and it for them).
 pub fn follow(space: Arc<Space>, timing: Timing) -> Result<Option<String>> {
+    if space.backend() == finder_core::StorageBackend::Postgres {
+        return Ok(Some(
+            "is not followed: over PostgreSQL, run `finder index` after changes".to_string(),
+        ));
+    }
     let inputs: Vec<PathBuf> = match space.finder() {
         Ok(finder) => finder
             .status()?
-            .origins
+            .origins()
             .iter()
             .map(PathBuf::from)
             .filter(|p| p.exists())

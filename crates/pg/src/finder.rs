@@ -192,6 +192,58 @@ impl PgFinder {
         Retriever::source(&run, finder_index::source_key(id))
     }
 
+    /// The source `id` with its passages in source order, as `finder get` shows them; `None`
+    /// when no shard holds it.
+    pub fn source_text(&self, id: &str) -> Result<Option<finder_index::SourceText>> {
+        let run = self.begin(None)?;
+        let key = finder_index::source_key(id);
+        // Two ids could share a key; the stored id settles it.
+        let Some(view) = Retriever::source(&run, key)?.filter(|v| v.id == id) else {
+            return Ok(None);
+        };
+        let shard = shard_of(key, self.conns.len());
+        let rows = run.on(shard, |c| {
+            c.query(
+                "SELECT body, heading, byte_start, byte_end, line_start, line_end
+                 FROM finder_fragments WHERE skey = $1 ORDER BY ordinal",
+                &[&to_db(key.0)],
+            )
+            .map_err(db(format!("shard {shard}: reading the passages of `{id}`")))
+        })?;
+        let passages = rows
+            .iter()
+            .map(|r| finder_index::Passage {
+                text: r.get(0),
+                heading: r.get(1),
+                extent: Extent {
+                    byte_start: r.get::<_, i64>(2) as u64,
+                    byte_end: r.get::<_, i64>(3) as u64,
+                    line_start: r.get::<_, i32>(4) as u32,
+                    line_end: r.get::<_, i32>(5) as u32,
+                    page: None,
+                },
+            })
+            .collect();
+        Ok(Some(finder_index::SourceText { view, passages }))
+    }
+
+    /// What each shard's last run recorded, read now (not as of open): a status, or the test
+    /// of whether another node's run changed the shards.
+    pub fn read_records(&self) -> Result<Vec<RunRecord>> {
+        let n = self.conns.len();
+        let run = self.begin(None)?;
+        run.fan_out(|i, client| schema::read_meta(client, i, n)?.ok_or(PgError::NotIndexed(i)))
+    }
+
+    /// The attached embedding model, when one is ready (index runs through the node embed
+    /// with the model its queries use).
+    pub fn embedder(&self) -> Option<Arc<dyn Embed>> {
+        match &self.semantic {
+            Semantic::Ready(e) => Some(Arc::clone(e)),
+            _ => None,
+        }
+    }
+
     /// Takes every shard's connection (in shard order, so concurrent queries never deadlock),
     /// reconnecting a broken one, and opens the query's snapshot on each.
     fn begin(&self, vector: Option<Vec<f32>>) -> Result<PgQuery<'_>> {

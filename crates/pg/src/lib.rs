@@ -20,6 +20,8 @@ mod graph;
 mod schema;
 mod search;
 mod terms;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod writer;
 
 pub use cluster::{shard_of, with_database, PgConfig, ShardUrls};

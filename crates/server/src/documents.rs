@@ -16,11 +16,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use finder_index::{index_inputs, RunReport};
+use finder_core::StorageBackend;
 use serde_json::{Map, Value};
 
 use crate::error::{Result, ServerError};
-use crate::space::{index_err, Space};
+use crate::space::{store_err, Space};
 use crate::wire::{Document, StoredDocument, WriteResult};
 use crate::writes::Change;
 
@@ -318,29 +318,38 @@ fn write_and_index(
         Err(ServerError::NotBuilt { .. }) => space.base_settings()?,
         Err(e) => return Err(e),
     };
+    // PostgreSQL runs embed as they write, with the model the space's queries use.
+    let embedder = match space.backend() {
+        StorageBackend::Embedded => None,
+        StorageBackend::Postgres => space
+            .finder()
+            .ok()
+            .and_then(|f| f.embedder())
+            .or_else(|| space.models().and_then(|load| load(&settings))),
+    };
     let run = |settings: &finder_core::Settings| {
-        let report = index_inputs(
+        let report = finder_store::index_inputs(
             space.dir(),
             std::slice::from_ref(&path),
             settings,
-            &mut |_| {},
+            embedder.as_deref(),
         );
         // Whatever the run did, readers must not keep a snapshot from before it.
         space.forget_reader();
         report
     };
-    let report: RunReport = match run(&settings) {
+    let report = match run(&settings) {
         Ok(report) => report,
         Err(e) => {
             write_atomic(&path, &render(before))?;
-            return Err(index_err(space)(e));
+            return Err(store_err(space)(e));
         }
     };
     // A problem that names no source but a line of the file hid which ids the file holds.
     // Others (a graph that could not be rebuilt) leave the commit standing, as in `finder
     // index`, and go to the log.
     let (unplaced, other): (Vec<_>, Vec<_>) = report
-        .problems
+        .problems()
         .iter()
         .filter(|p| p.source_id.is_none())
         .partition(|p| p.place.starts_with(API_SOURCES));
@@ -367,7 +376,7 @@ fn write_and_index(
         });
     }
     let mut refused = HashMap::new();
-    for problem in &report.problems {
+    for problem in report.problems() {
         let Some(id) = &problem.source_id else {
             continue;
         };
@@ -389,8 +398,8 @@ fn write_and_index(
 
 /// The space's source count and commit time after a batch, for its answers.
 fn acknowledge(space: &Space) -> Result<(u64, u64)> {
-    let status = space.finder()?.status().map_err(index_err(space))?;
-    Ok((status.sources, status.committed_at))
+    let status = space.finder()?.status().map_err(store_err(space))?;
+    Ok((status.sources(), status.committed_at()))
 }
 
 fn render(documents: &BTreeMap<String, Document>) -> String {
@@ -458,13 +467,13 @@ mod tests {
         std::fs::write(notes.join("a.md"), "# Alpha\n\nA note from a file.\n").unwrap();
         let dir = tmp.path().join("idx");
         let settings = finder_index::load_settings(&dir, None).unwrap();
-        index_inputs(&dir, &[notes], &settings, &mut |_| {}).unwrap();
+        finder_index::index_inputs(&dir, &[notes], &settings, &mut |_| {}).unwrap();
         let space = Arc::new(Space::new("default", &dir, None).unwrap());
         (tmp, space)
     }
 
     fn generation(space: &Space) -> u64 {
-        space.finder().unwrap().status().unwrap().generation
+        space.finder().unwrap().status().unwrap().generation()
     }
 
     fn outcome(answer: &Result<WriteResult>) -> String {

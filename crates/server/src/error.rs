@@ -9,6 +9,8 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use finder_core::{SettingsError, SettingsErrorKind};
 use finder_index::IndexError;
+use finder_pg::PgError;
+use finder_store::StoreError;
 use serde_json::{json, Value};
 
 /// Everything a request can fail with.
@@ -122,6 +124,31 @@ impl ServerError {
             | IndexError::Storage { .. }
             | IndexError::Io { .. }
             | IndexError::Corrupt { .. }) => ServerError::internal(e),
+        }
+    }
+
+    /// The answer for an error of either store.
+    pub fn from_store(space: &str, error: StoreError) -> ServerError {
+        match error {
+            StoreError::Index(e) | StoreError::Pg(PgError::Settings(e)) => {
+                ServerError::from_index(space, e)
+            }
+            StoreError::Pg(PgError::NotIndexed(_)) => ServerError::NotBuilt {
+                space: space.to_string(),
+            },
+            StoreError::Pg(PgError::Busy(_)) => ServerError::Busy {
+                space: space.to_string(),
+            },
+            StoreError::Pg(PgError::UnknownSource(id)) => ServerError::UnknownTarget {
+                space: space.to_string(),
+                id,
+            },
+            StoreError::Pg(
+                e @ (PgError::Db { .. }
+                | PgError::Input(_)
+                | PgError::Mismatch { .. }
+                | PgError::Config(_)),
+            ) => ServerError::internal(e),
         }
     }
 

@@ -30,7 +30,9 @@ pub use http::router;
 pub use mcp::{http_service as mcp_http_service, Detail, McpServer};
 pub use openapi::{document as openapi_document, markdown as openapi_markdown};
 pub use ops::{read_lines, MAX_GET_CHARS, MAX_QUERY_CHARS};
-pub use space::{parse_space_arg, AfterWrite, Opener, Space, Spaces, DEFAULT_SPACE};
+pub use space::{
+    parse_space_arg, AfterWrite, Models, Opener, Space, Spaces, DEFAULT_SPACE, PG_RECHECK,
+};
 pub use wire::*;
 
 /// Limits applied to every request.

@@ -4,13 +4,13 @@
 use std::collections::HashSet;
 
 use finder_core::{Hit, SearchResponse, Settings};
-use finder_index::Finder;
+use finder_store::Store;
 use serde_json::Value;
 
 use crate::access::Grants;
 use crate::documents;
 use crate::error::{Result, ServerError};
-use crate::space::{index_err, Space, Spaces};
+use crate::space::{store_err, Space, Spaces};
 use crate::wire::{
     ContextPiece, ContextRequest, ContextResult, Facets, Overrides, Progress, RecommendRequest,
     RecommendResult, SearchRequest, SearchResult, SourceLines, SpaceSummary, StatusResult,
@@ -74,7 +74,7 @@ pub fn search(space: &Space, request: &SearchRequest) -> Result<SearchResult> {
         date_to: date_bound("date_to", request.date_to.as_deref(), true)?,
         path_prefix: request.path_prefix.clone(),
     };
-    let response = finder.query(&query, &settings).map_err(index_err(space))?;
+    let response = finder.query(&query, &settings).map_err(store_err(space))?;
     Ok(search_result(space, response))
 }
 
@@ -111,7 +111,7 @@ pub fn context(space: &Space, request: &ContextRequest) -> Result<ContextResult>
     let settings = settings(space, &finder, &request.settings, &extra)?;
     let response = finder
         .search(&request.query, &settings, 0, request.limit)
-        .map_err(index_err(space))?;
+        .map_err(store_err(space))?;
     Ok(pack_context(space.name(), response, budget))
 }
 
@@ -127,12 +127,12 @@ pub fn recommend(space: &Space, request: &RecommendRequest) -> Result<RecommendR
     // An unknown target maps to 404 `unknown_target` through `from_index`.
     let request_query = finder
         .like_query(&request.target, request.limit)
-        .map_err(index_err(space))?;
+        .map_err(store_err(space))?;
     let query = request_query.text.clone();
     let settings = settings(space, &finder, &request.settings, &[])?;
     let response = finder
         .query(&request_query, &settings)
-        .map_err(index_err(space))?;
+        .map_err(store_err(space))?;
     let basis = response
         .diagnostics
         .channels
@@ -174,14 +174,14 @@ pub fn get(space: &Space, target: &str, lines: Option<&str>) -> Result<SourceLin
 
 /// [`get`] over an opened index; `space` names it in the answer and in errors.
 pub fn read_lines(
-    finder: &Finder,
+    finder: &Store,
     space: &str,
     target: &str,
     lines: Option<&str>,
 ) -> Result<SourceLines> {
-    let index_err = |e| ServerError::from_index(space, e);
+    let store_err = |e| ServerError::from_store(space, e);
     let mut id = target;
-    let mut found = finder.source_text(id).map_err(index_err)?;
+    let mut found = finder.source_text(id).map_err(store_err)?;
     let mut range = None;
     if found.is_none() {
         // `id:40-80`: the colon form, tried only when the whole text names no source (ids
@@ -189,7 +189,7 @@ pub fn read_lines(
         if let Some((head, tail)) = target.rsplit_once(':') {
             if let Ok(r) = LineRange::parse(tail) {
                 id = head;
-                found = finder.source_text(id).map_err(index_err)?;
+                found = finder.source_text(id).map_err(store_err)?;
                 range = Some(r);
             }
         }
@@ -288,7 +288,7 @@ pub fn status(space: &Space) -> Result<StatusResult> {
     let api_documents = documents::read_all(space.dir())?.len();
     let index = match space.finder() {
         Ok(finder) => {
-            let status = finder.status().map_err(index_err(space))?;
+            let status = finder.status().map_err(store_err(space))?;
             serde_json::to_value(&status).map_err(ServerError::internal)?
         }
         Err(ServerError::NotBuilt { .. }) => Value::Null,
@@ -314,7 +314,7 @@ pub fn spaces(spaces: &Spaces, grants: &Grants) -> Vec<SpaceSummary> {
                 .finder()
                 .ok()
                 .and_then(|f| f.status().ok())
-                .map_or(0, |s| s.sources);
+                .map_or(0, |s| s.sources());
             SpaceSummary {
                 name: space.name().to_string(),
                 built: space.is_built(),
@@ -414,7 +414,7 @@ fn check_page(limit: usize, offset: usize) -> Result<()> {
 /// name the key and its range) and then the operation's own.
 fn settings(
     space: &Space,
-    finder: &Finder,
+    finder: &Store,
     overrides: &Overrides,
     extra: &[String],
 ) -> Result<Settings> {
@@ -433,7 +433,7 @@ fn settings(
         assignments.push(format!("{key}={text}"));
     }
     assignments.extend(extra.iter().cloned());
-    finder.settings_with(&assignments).map_err(index_err(space))
+    finder.settings_with(&assignments).map_err(store_err(space))
 }
 
 /// Turns the response's hints into cited passages, best passage first, until `budget`

@@ -3,20 +3,31 @@
 //!
 //! A space reopens its index when the last commit changed (a `finder index` run beside the
 //! server, or a document write through the API), so each query reads the newest snapshot
-//! without a restart.
+//! without a restart. A space over PostgreSQL reads a fresh snapshot on every query anyway;
+//! it reopens (for the graph and the run records) when a shard's generation moved, looked at
+//! no more than once every [`PG_RECHECK`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
-use finder_core::Settings;
-use finder_index::{load_settings, Finder, IndexError};
+use finder_core::{Settings, StorageBackend};
+use finder_index::load_settings;
+use finder_store::{Store, StoreError};
 
-/// Opens an index for queries. The default is `Finder::open`; the binary passes one that
-/// also attaches the embedding model, so this crate stays free of embedding backends.
-pub type Opener = Arc<dyn Fn(&Path, Settings) -> finder_index::Result<Finder> + Send + Sync>;
+/// Opens a store for queries. The default is `Store::open`; the binary passes one that also
+/// attaches the embedding model, so this crate stays free of embedding backends.
+pub type Opener = Arc<dyn Fn(&Path, Settings) -> finder_store::Result<Store> + Send + Sync>;
+
+/// Loads the embedding model an API write into PostgreSQL embeds its fragments with, before
+/// the space has a store open to lend its own (`None`: no vectors, or the model is missing).
+pub type Models = Arc<dyn Fn(&Settings) -> Option<Arc<dyn finder_core::Embed>> + Send + Sync>;
+
+/// How long a space over PostgreSQL trusts its opened store before it reads the shards'
+/// generations again (writes through this server make it look at once).
+pub const PG_RECHECK: Duration = Duration::from_secs(1);
 
 /// Runs after a document write has been committed and acknowledged, on a background thread
 /// that holds the space's write lock (the binary uses it to build the new vectors).
@@ -34,6 +45,7 @@ pub struct Space {
     name: String,
     dir: PathBuf,
     config: Option<PathBuf>,
+    backend: StorageBackend,
     opened: RwLock<Option<Opened>>,
     /// Bumped after each API write's index run: a reader opened before it is not reused,
     /// even when the commit left the folder's stamp as it was (timestamps are coarse).
@@ -42,30 +54,43 @@ pub struct Space {
     queue: WriteQueue,
     opener: Option<Opener>,
     after_write: Option<AfterWrite>,
+    models: Option<Models>,
 }
 
 struct Opened {
-    finder: Arc<Finder>,
+    finder: Arc<Store>,
     stamp: Option<Stamp>,
     epoch: u64,
+    /// When the stamp was last compared with the store's (PostgreSQL spaces).
+    checked: Instant,
 }
 
-/// Identifies one state of the index folder cheaply: tantivy rewrites `lexical/meta.json` on
-/// every commit, and the other layers publish by renaming files inside their own sub-folder,
-/// which changes that folder's modification time.
+/// Identifies one state of a store cheaply.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamp {
-    meta_modified: SystemTime,
-    meta_len: u64,
-    folders: Vec<(std::ffi::OsString, Option<SystemTime>)>,
+enum Stamp {
+    /// An index folder: tantivy rewrites `lexical/meta.json` on every commit, and the other
+    /// layers publish by renaming files inside their own sub-folder, which changes that
+    /// folder's modification time.
+    Folder {
+        meta_modified: SystemTime,
+        meta_len: u64,
+        folders: Vec<(std::ffi::OsString, Option<SystemTime>)>,
+    },
+    /// PostgreSQL: each shard's generation.
+    Shards(Vec<u64>),
 }
 
 impl Space {
     /// A space over the index folder `dir`; `config` overrides `<dir>/finder.toml`.
     pub fn new(name: &str, dir: &Path, config: Option<&Path>) -> Result<Space> {
         validate_name(name)?;
+        // Settings that do not load yet are reported by the first query; the folder's store is
+        // the embedded one until they say otherwise.
+        let backend =
+            load_settings(dir, config).map_or(StorageBackend::Embedded, |s| s.storage.backend);
         Ok(Space {
             name: name.to_string(),
+            backend,
             dir: dir.to_path_buf(),
             config: config.map(Path::to_path_buf),
             opened: RwLock::new(None),
@@ -74,10 +99,11 @@ impl Space {
             queue: WriteQueue::default(),
             opener: None,
             after_write: None,
+            models: None,
         })
     }
 
-    /// Opens the index with `opener` instead of `Finder::open`.
+    /// Opens the store with `opener` instead of `Store::open`.
     pub fn with_opener(mut self, opener: Opener) -> Space {
         self.opener = Some(opener);
         self
@@ -93,6 +119,16 @@ impl Space {
         self.after_write.clone()
     }
 
+    /// Loads models with `models` for API writes into PostgreSQL.
+    pub fn with_models(mut self, models: Models) -> Space {
+        self.models = Some(models);
+        self
+    }
+
+    pub(crate) fn models(&self) -> Option<Models> {
+        self.models.clone()
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -101,14 +137,22 @@ impl Space {
         &self.dir
     }
 
+    /// Which store the space's settings name.
+    pub fn backend(&self) -> StorageBackend {
+        self.backend
+    }
+
     /// The settings a new index of this space is built with.
     pub fn base_settings(&self) -> Result<Settings> {
         load_settings(&self.dir, self.config.as_deref())
             .map_err(|e| ServerError::from_index(&self.name, e))
     }
 
-    /// The current reader, reopened when the index changed on disk since the last call.
-    pub fn finder(&self) -> Result<Arc<Finder>> {
+    /// The current reader, reopened when the store changed since the last call.
+    pub fn finder(&self) -> Result<Arc<Store>> {
+        if self.backend == StorageBackend::Postgres {
+            return self.pg_finder();
+        }
         // The epoch is read before the folder is looked at: a reader opened while a write
         // commits keeps the older epoch and is not reused.
         let epoch = self.epoch.load(Ordering::Acquire);
@@ -131,18 +175,57 @@ impl Space {
                 space: self.name.clone(),
             });
         }
-        let settings = self.base_settings()?;
-        let opened = match &self.opener {
-            Some(open) => open(&self.dir, settings),
-            None => Finder::open(&self.dir, settings),
-        };
-        let finder = Arc::new(opened.map_err(|e| ServerError::from_index(&self.name, e))?);
+        let finder = self.open()?;
         *slot = Some(Opened {
             finder: Arc::clone(&finder),
             stamp,
             epoch,
+            checked: Instant::now(),
         });
         Ok(finder)
+    }
+
+    /// [`Space::finder`] over PostgreSQL: the opened store while its shards' generations are
+    /// the ones it was opened at (looked at every [`PG_RECHECK`] and after each API write).
+    fn pg_finder(&self) -> Result<Arc<Store>> {
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let fresh = |o: &Opened| o.epoch == epoch && o.checked.elapsed() < PG_RECHECK;
+        if let Some(opened) = self.opened.read().expect("space lock").as_ref() {
+            if fresh(opened) {
+                return Ok(Arc::clone(&opened.finder));
+            }
+        }
+        let mut slot = self.opened.write().expect("space lock");
+        if let Some(opened) = slot.as_mut() {
+            if fresh(opened) {
+                return Ok(Arc::clone(&opened.finder));
+            }
+            // A shard that cannot be read now is reported by the query itself.
+            let now = shard_stamp(&opened.finder).ok();
+            if now.is_some() && now == opened.stamp {
+                opened.epoch = epoch;
+                opened.checked = Instant::now();
+                return Ok(Arc::clone(&opened.finder));
+            }
+        }
+        let finder = self.open()?;
+        let stamp = shard_stamp(&finder).ok();
+        *slot = Some(Opened {
+            finder: Arc::clone(&finder),
+            stamp,
+            epoch,
+            checked: Instant::now(),
+        });
+        Ok(finder)
+    }
+
+    fn open(&self) -> Result<Arc<Store>> {
+        let settings = self.base_settings()?;
+        let opened = match &self.opener {
+            Some(open) => open(&self.dir, settings),
+            None => Store::open(&self.dir, settings),
+        };
+        Ok(Arc::new(opened.map_err(store_err(self))?))
     }
 
     /// Makes the next `finder` call open the index afresh (after a write committed).
@@ -157,7 +240,10 @@ impl Space {
 
     /// Whether the space has an index yet.
     pub fn is_built(&self) -> bool {
-        self.stamp().is_some()
+        match self.backend {
+            StorageBackend::Embedded => self.stamp().is_some(),
+            StorageBackend::Postgres => self.finder().is_ok(),
+        }
     }
 
     /// Serialises writes to this space; readers never wait on it.
@@ -178,7 +264,7 @@ impl Space {
             })
             .collect();
         folders.sort();
-        Some(Stamp {
+        Some(Stamp::Folder {
             meta_modified: meta.modified().ok()?,
             meta_len: meta.len(),
             folders,
@@ -276,7 +362,17 @@ pub fn parse_space_arg(arg: &str) -> (String, PathBuf) {
     (DEFAULT_SPACE.to_string(), PathBuf::from(arg))
 }
 
-/// Keeps `IndexError` in the public signature of helpers that wrap index calls.
-pub(crate) fn index_err(space: &Space) -> impl Fn(IndexError) -> ServerError + '_ {
-    move |e| ServerError::from_index(&space.name, e)
+/// The generations of a PostgreSQL store's shards, read now.
+fn shard_stamp(store: &Store) -> finder_store::Result<Stamp> {
+    match store {
+        Store::Postgres(pg) => Ok(Stamp::Shards(
+            pg.read_records()?.iter().map(|r| r.generation).collect(),
+        )),
+        Store::Embedded(_) => Ok(Stamp::Shards(Vec::new())),
+    }
+}
+
+/// Maps a store's error to the answer for `space`.
+pub(crate) fn store_err<E: Into<StoreError>>(space: &Space) -> impl Fn(E) -> ServerError + '_ {
+    move |e| ServerError::from_store(&space.name, e.into())
 }

@@ -1,67 +1,16 @@
 //! `storage.backend = "postgres"` from the command line: `finder index`, `search`, `status`
-//! and `recommend` against a real server, with the graph; `serve` refuses it, naming why.
+//! `recommend` and `get` against a real server, with the graph.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use crate::{finder, ok};
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/postgres.sh")
-}
-
-/// A server started by `scripts/postgres.sh` for this test, stopped when dropped.
-struct Server {
-    dir: PathBuf,
-    url: String,
-}
-
-impl Server {
-    fn start() -> Result<Server, String> {
-        let dir = std::env::temp_dir().join(format!("finder-cli-pg-{}", std::process::id()));
-        let out = Command::new("bash")
-            .arg(script())
-            .args(["start", &dir.display().to_string()])
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-        }
-        let url = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .unwrap_or("")
-            .trim()
-            .to_string();
-        Ok(Server { dir, url })
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(script())
-            .args(["stop", &self.dir.display().to_string()])
-            .output();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 #[test]
 fn index_search_status_and_recommend_over_postgres() {
-    let server = match std::env::var("FINDER_PG_URL") {
-        Ok(url) => Server {
-            dir: PathBuf::new(),
-            url,
-        },
-        Err(_) => match Server::start() {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("SKIPPED: FINDER_PG_URL is unset and no server could be started: {e}");
-                return;
-            }
-        },
+    let Some(server) = finder_pg::testing::server("finder commands over postgres") else {
+        return;
     };
+    let db = server.database("cli");
     let tmp = tempfile::tempdir().unwrap();
     let notes = tmp.path().join("notes");
     std::fs::create_dir_all(&notes).unwrap();
@@ -86,7 +35,7 @@ fn index_search_status_and_recommend_over_postgres() {
         home.join("finder.toml"),
         format!(
             "[embed]\nbackend = \"none\"\n\n[storage]\nbackend = \"postgres\"\nurls = [\"{}\"]\n",
-            server.url
+            db.url
         ),
     )
     .unwrap();
@@ -153,10 +102,12 @@ fn index_search_status_and_recommend_over_postgres() {
         serde_json::from_str(&ok(&["recommend", "kiln.md", "--index", home, "--json"])).unwrap();
     assert_eq!(related["hits"][0]["id"], "studio.md", "{related}");
 
-    let serve = finder(&["serve", "--index", home]);
-    assert!(!serve.status.success());
-    let err = String::from_utf8_lossy(&serve.stderr);
-    assert!(err.contains("postgres"), "{err}");
+    // `get` reads a hint's lines from the database.
+    let lines = ok(&["get", "kiln.md:3", "--index", home]);
+    assert_eq!(
+        lines.trim(),
+        "3  Cone six glaze schedule for the [[studio]]. #pottery"
+    );
 
     // A bad URL is named by its key.
     std::fs::write(

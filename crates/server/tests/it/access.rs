@@ -124,7 +124,7 @@ fn build(root: &Path) -> Vec<(String, PathBuf, bool)> {
 
 fn app(built: &[(String, PathBuf, bool)], access: Access) -> AppRef {
     let with_vectors: Opener = Arc::new(|dir, settings| {
-        let mut finder = finder_index::Finder::open(dir, settings)?;
+        let mut finder = finder_store::Store::open(dir, settings)?;
         finder.attach_embedder(Ok(Some(Arc::new(GivenVectors))));
         Ok(finder)
     });

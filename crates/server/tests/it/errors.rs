@@ -223,7 +223,7 @@ async fn a_request_past_its_time_limit_is_stopped() {
     // An index that takes longer to open than the request may last.
     let slow: finder_server::Opener = std::sync::Arc::new(|dir, settings| {
         std::thread::sleep(Duration::from_millis(400));
-        finder_index::Finder::open(dir, settings)
+        finder_store::Store::open(dir, settings)
     });
     let space = finder_server::Space::new("default", &dir, None)
         .unwrap()
@@ -268,7 +268,7 @@ async fn past_the_in_flight_limit_requests_get_503_with_retry_after() {
             state = cv.wait(state).unwrap();
         }
         drop(state);
-        finder_index::Finder::open(dir, settings)
+        finder_store::Store::open(dir, settings)
     });
     let space = finder_server::Space::new("default", &dir, None)
         .unwrap()

@@ -2,51 +2,10 @@
 //! token and its spaces, the `Origin` and `Host` guards, and errors a model can act on. The
 //! real-client tests (the Python SDK over stdio and HTTP) are in finder-cli's tests.
 
-use axum::body::Body;
-use axum::http::Request;
 use finder_server::{Access, AppRef, Grants, Limits};
 use serde_json::{json, Value};
-use tower::ServiceExt;
 
-use crate::support::{app_with, app_with_access, index, notes};
-
-struct Reply {
-    status: u16,
-    body: Value,
-}
-
-/// Posts one JSON-RPC message to `/mcp` as a client of the 2025-06-18 revision would.
-async fn post(app: &AppRef, message: Value, headers: &[(&str, &str)]) -> Reply {
-    let mut request = Request::builder().method("POST").uri("/mcp");
-    if !headers.iter().any(|(k, _)| *k == "host") {
-        request = request.header("host", "127.0.0.1:7700");
-    }
-    let mut request = request
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-06-18");
-    for (k, v) in headers {
-        request = request.header(*k, *v);
-    }
-    let response = finder_server::router(app.clone())
-        .oneshot(request.body(Body::from(message.to_string())).unwrap())
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&bytes).to_string();
-    // A JSON answer, or one SSE event carrying it.
-    let json_text = text
-        .lines()
-        .find_map(|l| l.strip_prefix("data:"))
-        .map_or(text.as_str(), str::trim);
-    Reply {
-        status,
-        body: serde_json::from_str(json_text).unwrap_or(Value::String(text.clone())),
-    }
-}
+use crate::support::{app_with, app_with_access, index, mcp_post as post, notes};
 
 fn call(id: u64, tool: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})

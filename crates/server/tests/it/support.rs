@@ -166,3 +166,41 @@ impl Running {
         let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
     }
 }
+
+pub struct McpReply {
+    pub status: u16,
+    pub body: Value,
+}
+
+/// Posts one JSON-RPC message to `/mcp` as a client of the 2025-06-18 revision would.
+pub async fn mcp_post(app: &AppRef, message: Value, headers: &[(&str, &str)]) -> McpReply {
+    let mut request = Request::builder().method("POST").uri("/mcp");
+    if !headers.iter().any(|(k, _)| *k == "host") {
+        request = request.header("host", "127.0.0.1:7700");
+    }
+    let mut request = request
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18");
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let response = finder_server::router(app.clone())
+        .oneshot(request.body(Body::from(message.to_string())).unwrap())
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&bytes).to_string();
+    // A JSON answer, or one SSE event carrying it.
+    let json_text = text
+        .lines()
+        .find_map(|l| l.strip_prefix("data:"))
+        .map_or(text.as_str(), str::trim);
+    McpReply {
+        status,
+        body: serde_json::from_str(json_text).unwrap_or(Value::String(text.clone())),
+    }
+}

@@ -1,0 +1,152 @@
+//! A real PostgreSQL for tests: the one `FINDER_PG_URL` names, or a throwaway server that
+//! `scripts/postgres.sh` starts in a temporary folder while any test of the process holds it.
+//! Only when neither works is a test skipped, saying so. Compiled with the `testing` feature,
+//! for this crate's tests and the tests of crates that serve over PostgreSQL.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use postgres::{Client, NoTls};
+
+use crate::with_database;
+
+fn script() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/postgres.sh")
+}
+
+fn server_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("finder-pg-test-{}", std::process::id()))
+}
+
+/// How many tests hold the server the script started (it stops with the last one).
+static USERS: Mutex<(usize, Option<String>)> = Mutex::new((0, None));
+
+fn run_script(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("bash")
+        .arg(script())
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script().display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} {} failed: {}",
+            script().display(),
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    Ok(stdout.lines().last().unwrap_or("").trim().to_string())
+}
+
+/// A server for one test; `None` (after saying why) when there is none to be had.
+pub struct Server {
+    pub url: String,
+    /// Started by the script (so a replica of it can be made too).
+    pub owned: bool,
+}
+
+pub fn server(test: &str) -> Option<Server> {
+    if let Ok(url) = std::env::var("FINDER_PG_URL") {
+        return Some(Server { url, owned: false });
+    }
+    let mut users = USERS.lock().unwrap_or_else(|e| e.into_inner());
+    if users.0 == 0 {
+        let dir = server_dir();
+        match run_script(&["start", &dir.display().to_string()]) {
+            Ok(url) => users.1 = Some(url),
+            Err(e) => {
+                eprintln!(
+                    "SKIPPED {test}: FINDER_PG_URL is unset and scripts/postgres.sh could not start a server: {e}"
+                );
+                return None;
+            }
+        }
+    }
+    users.0 += 1;
+    Some(Server {
+        url: users.1.clone().expect("started"),
+        owned: true,
+    })
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
+        let mut users = USERS.lock().unwrap_or_else(|e| e.into_inner());
+        users.0 -= 1;
+        if users.0 == 0 {
+            let dir = server_dir();
+            if let Err(e) = run_script(&["stop", &dir.display().to_string()]) {
+                eprintln!("{e}");
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+            users.1 = None;
+        }
+    }
+}
+
+/// A streaming replica of the script's server, stopped when dropped.
+pub struct Replica {
+    pub url: String,
+    dir: PathBuf,
+}
+
+impl Server {
+    pub fn replica(&self) -> Result<Replica, String> {
+        let dir = std::env::temp_dir().join(format!("finder-pg-replica-{}", std::process::id()));
+        let url = run_script(&[
+            "replica",
+            &server_dir().display().to_string(),
+            &dir.display().to_string(),
+        ])?;
+        Ok(Replica { url, dir })
+    }
+
+    /// A fresh, empty database; dropped with the value.
+    pub fn database(&self, name: &str) -> Database {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let db = format!(
+            "finder_{name}_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut admin = Client::connect(&self.url, NoTls).expect("connect to the test server");
+        admin
+            .batch_execute(&format!("CREATE DATABASE {db}"))
+            .expect("create a test database");
+        Database {
+            url: with_database(&self.url, &db),
+            admin_url: self.url.clone(),
+            name: db,
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = run_script(&["stop", &self.dir.display().to_string()]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub struct Database {
+    pub url: String,
+    pub name: String,
+    admin_url: String,
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        if let Ok(mut admin) = Client::connect(&self.admin_url, NoTls) {
+            let _ = admin.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
