@@ -110,6 +110,72 @@ pub(crate) fn connect_any(urls: &[&str], shard: usize) -> Result<Client> {
     Err(last.unwrap_or_else(|| PgError::Config(format!("shard {shard} has no URL"))))
 }
 
+/// How many read connections a query node keeps per shard, at most: a query holds one per
+/// shard from its start to its end, so this many queries run at once.
+pub(crate) const POOL_SIZE: u32 = 16;
+
+/// How long a query waits for a shard's connection (a free one, or a new one made).
+const POOL_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A shard's read connections, each to the first of its read URLs that answers: a replica
+/// gone makes the next connection go to the next one (or the primary).
+pub(crate) struct ReadConnections {
+    urls: Vec<String>,
+    shard: usize,
+}
+
+pub(crate) type Pool = r2d2::Pool<ReadConnections>;
+pub(crate) type Pooled = r2d2::PooledConnection<ReadConnections>;
+
+impl r2d2::ManageConnection for ReadConnections {
+    type Connection = Client;
+    type Error = PgError;
+
+    fn connect(&self) -> Result<Client> {
+        let urls: Vec<&str> = self.urls.iter().map(String::as_str).collect();
+        connect_any(&urls, self.shard)
+    }
+
+    fn is_valid(&self, client: &mut Client) -> Result<()> {
+        client
+            .simple_query("")
+            .map(|_| ())
+            .map_err(db(format!("shard {}: checking a connection", self.shard)))
+    }
+
+    fn has_broken(&self, client: &mut Client) -> bool {
+        client.is_closed()
+    }
+}
+
+/// The pool of shard `shard`'s read connections. None is made before the first query asks;
+/// a connection is not tested when taken (a query that finds it broken retries on a new one).
+pub(crate) fn read_pool(config: &PgConfig, shard: usize) -> Pool {
+    let manager = ReadConnections {
+        urls: config
+            .read_urls(shard)
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+        shard,
+    };
+    r2d2::Pool::builder()
+        .max_size(POOL_SIZE)
+        .min_idle(Some(0))
+        .test_on_check_out(false)
+        .connection_timeout(POOL_WAIT)
+        .error_handler(Box::new(r2d2::NopErrorHandler))
+        .build_unchecked(manager)
+}
+
+/// A connection from `pool`, or why none came within [`POOL_WAIT`].
+pub(crate) fn take(pool: &Pool, shard: usize) -> Result<Pooled> {
+    pool.get().map_err(|e| PgError::Unavailable {
+        shard,
+        reason: e.to_string(),
+    })
+}
+
 /// `url` with its database replaced by `db` (the query string kept): how the tests and the
 /// benchmark make a fresh database per shard on one server.
 pub fn with_database(url: &str, db: &str) -> String {

@@ -16,6 +16,10 @@ pub enum PgError {
     /// An input that cannot be read at all.
     #[error("{0}")]
     Input(Problem),
+    /// No connection to a shard came within the pool's wait (every one busy, or no URL of
+    /// the shard answers).
+    #[error("shard {shard}: no connection: {reason}")]
+    Unavailable { shard: usize, reason: String },
     /// Another indexing run holds the write lock of a shard.
     #[error("another indexing run is writing to shard {0}; try again when it is done")]
     Busy(usize),

@@ -10,7 +10,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use finder_core::{
@@ -20,7 +20,7 @@ use finder_core::{
 };
 use postgres::Client;
 
-use crate::cluster::{connect_any, shard_of, PgConfig};
+use crate::cluster::{connect_any, read_pool, shard_of, take, PgConfig, Pool, Pooled};
 use crate::error::{db, PgError, Result};
 use crate::graph;
 
@@ -40,9 +40,8 @@ enum Semantic {
 
 /// Finder over PostgreSQL, opened for queries.
 pub struct PgFinder {
-    config: PgConfig,
-    /// One read connection per shard; a query holds all of them for its snapshot.
-    conns: Vec<Mutex<Client>>,
+    /// A pool of read connections per shard; a query holds one of each for its snapshot.
+    conns: Vec<Pool>,
     /// What each shard's last run recorded, read at open.
     records: Vec<RunRecord>,
     settings: Settings,
@@ -59,7 +58,9 @@ impl PgFinder {
     pub fn open(config: &PgConfig, settings: Settings) -> Result<PgFinder> {
         config.validate()?;
         let n = config.shards.len();
-        let mut conns = Vec::with_capacity(n);
+        // Connections made here only read what the shards hold; queries take theirs from
+        // the pools.
+        let mut clients = Vec::with_capacity(n);
         let mut records = Vec::with_capacity(n);
         for i in 0..n {
             let mut client = connect_any(&config.read_urls(i), i)?;
@@ -77,21 +78,15 @@ impl PgFinder {
                 }
             }
             records.push(record);
-            conns.push(Mutex::new(client));
+            clients.push(client);
         }
         let mut settings = settings;
         settings.index = records[0].settings.clone();
         let key = finder_index::graph::build_key(&settings.graph, records[0].generation);
-        let graph = {
-            let mut client = conns[graph::GRAPH_SHARD]
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            graph::load(&mut *client, &key)
-        };
+        let graph = graph::load(&mut clients[graph::GRAPH_SHARD], &key);
         Ok(PgFinder {
             graph,
-            config: config.clone(),
-            conns,
+            conns: (0..n).map(|i| read_pool(config, i)).collect(),
             analyzers: Analyzers::new(
                 &settings.index.language,
                 records[0].analysis,
@@ -244,19 +239,23 @@ impl PgFinder {
         }
     }
 
-    /// Takes every shard's connection (in shard order, so concurrent queries never deadlock),
-    /// reconnecting a broken one, and opens the query's snapshot on each.
+    /// Takes a connection of every shard (in shard order, so concurrent queries never
+    /// deadlock) and opens the query's snapshot on each. A connection the server dropped (a
+    /// replica gone, a restart) is replaced once by a new one, which goes to the first read
+    /// URL that answers.
     fn begin(&self, vector: Option<Vec<f32>>) -> Result<PgQuery<'_>> {
+        const BEGIN: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
         let mut guards = Vec::with_capacity(self.conns.len());
-        for (i, conn) in self.conns.iter().enumerate() {
-            let mut guard = conn.lock().unwrap_or_else(|e| e.into_inner());
-            if guard.is_closed() {
-                *guard = connect_any(&self.config.read_urls(i), i)?;
+        for (i, pool) in self.conns.iter().enumerate() {
+            let mut conn = take(pool, i)?;
+            if conn.batch_execute(BEGIN).is_err() {
+                // Returned broken, the pool drops it.
+                drop(conn);
+                conn = take(pool, i)?;
+                conn.batch_execute(BEGIN)
+                    .map_err(db(format!("shard {i}: opening the query's snapshot")))?;
             }
-            guard
-                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                .map_err(db(format!("shard {i}: opening the query's snapshot")))?;
-            guards.push(guard);
+            guards.push(conn);
         }
         Ok(PgQuery {
             finder: self,
@@ -272,7 +271,7 @@ impl PgFinder {
 /// One query's view: a snapshot per shard and what its channels found.
 struct PgQuery<'a> {
     finder: &'a PgFinder,
-    conns: RefCell<Vec<MutexGuard<'a, Client>>>,
+    conns: RefCell<Vec<Pooled>>,
     seen: RefCell<HashMap<FragmentKey, Meta>>,
     extra: RefCell<Vec<StageTime>>,
     vector: Option<Vec<f32>>,
@@ -453,12 +452,10 @@ impl PgQuery<'_> {
         let cap = settings.lexical.trigram_expansions;
         let mut out: Vec<(i16, String, f32)> = Vec::new();
         let mut at: HashMap<String, usize> = HashMap::new();
-        for (word, n) in &words {
-            let found: Vec<String> = self
-                .fan_out(|i, c| search::holding(c, i, WHOLE_WORDS, word, cap))?
-                .into_iter()
-                .flatten()
-                .collect();
+        let asked: Vec<&str> = words.iter().map(|(w, _)| w.as_str()).collect();
+        let per_shard = self.fan_out(|i, c| search::holding(c, i, &asked, cap))?;
+        for (at_word, (word, n)) in words.iter().enumerate() {
+            let found: Vec<&String> = per_shard.iter().flat_map(|s| &s[at_word]).collect();
             let candidates: Vec<&[u8]> = found.iter().map(|t| t.as_bytes()).collect();
             for term in finder_index::expand::pick_expansions(word, candidates, cap) {
                 let w = finder_index::expand::expansion_weight(word, term, *n, &settings.lexical);

@@ -72,6 +72,9 @@ CREATE TABLE IF NOT EXISTS finder_terms (
     df bigint NOT NULL,
     PRIMARY KEY (field, term) INCLUDE (df)
 );
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+CREATE INDEX IF NOT EXISTS finder_terms_whole_trigrams ON finder_terms
+    USING gin (term gin_trgm_ops) WHERE field = 1;
 CREATE TABLE IF NOT EXISTS finder_stats (
     field smallint PRIMARY KEY,
     docs bigint NOT NULL,

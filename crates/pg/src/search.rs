@@ -11,6 +11,7 @@ use finder_core::FragmentKey;
 use postgres::Client;
 
 use crate::error::{db, Result};
+use crate::schema::WHOLE_WORDS;
 use crate::schema::{from_db, to_db};
 
 /// A fragment a shard found, with what later stages ask of it.
@@ -132,27 +133,56 @@ pub(crate) fn bm25(
     Ok(rows.into_iter().map(|row| found(&row, shard)).collect())
 }
 
-/// This shard's indexed words of `field` that hold `word` (only `word` itself when it is
+/// For each of `words`, this shard's whole words that hold it (only the word itself when it is
 /// shorter than the expansion minimum), shortest first, ties by bytes, at most `cap`: a
-/// superset of its share of the global pick.
+/// superset of its share of the global pick. One statement for all the words.
 pub(crate) fn holding(
     client: &mut Client,
     shard: usize,
-    field: i16,
-    word: &str,
+    words: &[&str],
     cap: usize,
-) -> Result<Vec<String>> {
-    let exact = word.len() < finder_index::expand::MIN_PARTIAL_BYTES;
+) -> Result<Vec<Vec<String>>> {
+    let exact: Vec<bool> = words
+        .iter()
+        .map(|w| w.len() < finder_index::expand::MIN_PARTIAL_BYTES)
+        .collect();
+    // `LIKE '%word%'` (the word's own `%`, `_` and `\\` escaped) is `strpos(term, word) > 0`,
+    // and the whole-word field's trigram index (`schema::DDL`) serves it; the field is written
+    // into the statement so the planner can match that partial index. A word too short to
+    // expand is looked up by the primary key.
+    let patterns: Vec<String> = words
+        .iter()
+        .map(|w| {
+            let escaped = w
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_");
+            format!("%{escaped}%")
+        })
+        .collect();
+    let sql = format!(
+        "SELECT q.i, t.term
+         FROM unnest($1::text[], $2::bool[], $3::text[]) WITH ORDINALITY AS q(word, exact, pattern, i)
+         CROSS JOIN LATERAL (
+             (SELECT term FROM finder_terms
+              WHERE q.exact AND field = {WHOLE_WORDS} AND term = q.word AND df > 0)
+             UNION ALL
+             (SELECT term FROM finder_terms
+              WHERE NOT q.exact AND field = {WHOLE_WORDS} AND term LIKE q.pattern AND df > 0
+              ORDER BY octet_length(term), term COLLATE \"C\"
+              LIMIT $4::int8)
+         ) t
+         ORDER BY q.i, octet_length(t.term), t.term COLLATE \"C\""
+    );
     let rows = client
-        .query(
-            "SELECT term FROM finder_terms
-             WHERE field = $1 AND df > 0 AND (CASE WHEN $3 THEN term = $2 ELSE strpos(term, $2) > 0 END)
-             ORDER BY octet_length(term), term COLLATE \"C\"
-             LIMIT $4::int8",
-            &[&field, &word, &exact, &(cap as i64)],
-        )
-        .map_err(db(format!("shard {shard}: expanding {word:?}")))?;
-    Ok(rows.into_iter().map(|row| row.get(0)).collect())
+        .query(&sql, &[&words, &exact, &patterns, &(cap as i64)])
+        .map_err(db(format!("shard {shard}: expanding {words:?}")))?;
+    let mut out = vec![Vec::new(); words.len()];
+    for row in rows {
+        let i: i64 = row.get(0);
+        out[i as usize - 1].push(row.get(1));
+    }
+    Ok(out)
 }
 
 fn found(row: &postgres::Row, shard: usize) -> Found {

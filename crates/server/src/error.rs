@@ -147,7 +147,8 @@ impl ServerError {
                 e @ (PgError::Db { .. }
                 | PgError::Input(_)
                 | PgError::Mismatch { .. }
-                | PgError::Config(_)),
+                | PgError::Config(_)
+                | PgError::Unavailable { .. }),
             ) => ServerError::internal(e),
         }
     }
