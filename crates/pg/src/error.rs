@@ -21,7 +21,7 @@ pub enum PgError {
     #[error("shard {shard}: no connection: {reason}")]
     Unavailable { shard: usize, reason: String },
     /// Another indexing run holds the write lock of a shard.
-    #[error("another indexing run is writing to shard {0}; try again when it is done")]
+    #[error("another indexing run has been writing to shard {0} for a minute; try again when it is done")]
     Busy(usize),
     /// What the database holds does not fit what this build or these settings expect.
     #[error("shard {shard}: {reason}")]

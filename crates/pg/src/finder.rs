@@ -18,9 +18,10 @@ use finder_core::{
     GraphState, Query, RankedList, Retriever, ScoredFragment, SearchResponse, Settings, SourceKey,
     SourceView, StageTime,
 };
-use postgres::Client;
 
-use crate::cluster::{connect_any, read_pool, shard_of, take, PgConfig, Pool, Pooled};
+use crate::cluster::{
+    connect_any, read_pool, shard_of, take, Conn, PgConfig, Pool, Pooled, POOL_SIZE,
+};
 use crate::error::{db, PgError, Result};
 use crate::graph;
 
@@ -48,6 +49,8 @@ pub struct PgFinder {
     analyzers: Analyzers,
     semantic: Semantic,
     extensions: finder_core::Extensions,
+    /// The key of the graph stored when the node opened (`None`: none).
+    graph_key: Option<String>,
     /// The relation graph as of open (`Ok(None)`: none stored; `Err`: unusable, with why).
     graph: std::result::Result<Option<finder_index::graph::LoadedGraph>, String>,
 }
@@ -83,9 +86,13 @@ impl PgFinder {
         let mut settings = settings;
         settings.index = records[0].settings.clone();
         let key = finder_index::graph::build_key(&settings.graph, records[0].generation);
+        // Read before the graph itself, so that a graph stored after it shows in a later
+        // `read_state` (the records above come before both for the same reason).
+        let graph_key = graph::stored_key(&mut clients[graph::GRAPH_SHARD])?;
         let graph = graph::load(&mut clients[graph::GRAPH_SHARD], &key);
         Ok(PgFinder {
             graph,
+            graph_key,
             conns: (0..n).map(|i| read_pool(config, i)).collect(),
             analyzers: Analyzers::new(
                 &settings.index.language,
@@ -167,10 +174,19 @@ impl PgFinder {
         self.query(&request, settings)
     }
 
-    /// Runs a full request through the pipeline, on one snapshot per shard.
+    /// Runs a full request through the pipeline, on one snapshot per shard. A query whose
+    /// connection the server closed under it (a replica gone, a restart) runs once more on
+    /// new connections: reads have no effect, so nothing is done twice.
     pub fn query(&self, request: &Query, settings: &Settings) -> Result<SearchResponse> {
         let run = self.begin(request.vector.clone())?;
-        finder_core::search_with(&run, request, settings, &self.extensions)
+        match finder_core::search_with(&run, request, settings, &self.extensions) {
+            Err(PgError::Db { source, .. }) if lost(&source) => {
+                drop(run);
+                let run = self.begin(request.vector.clone())?;
+                finder_core::search_with(&run, request, settings, &self.extensions)
+            }
+            other => other,
+        }
     }
 
     /// The request behind "sources related to `id`" (as the embedded engine makes it).
@@ -199,7 +215,7 @@ impl PgFinder {
         let shard = shard_of(key, self.conns.len());
         let rows = run.on(shard, |c| {
             c.query(
-                "SELECT body, heading, byte_start, byte_end, line_start, line_end
+                "SELECT fkey, body, byte_start, byte_end, line_start, line_end, heading
                  FROM finder_fragments WHERE skey = $1 ORDER BY ordinal",
                 &[&to_db(key.0)],
             )
@@ -207,27 +223,38 @@ impl PgFinder {
         })?;
         let passages = rows
             .iter()
-            .map(|r| finder_index::Passage {
-                text: r.get(0),
-                heading: r.get(1),
-                extent: Extent {
-                    byte_start: r.get::<_, i64>(2) as u64,
-                    byte_end: r.get::<_, i64>(3) as u64,
-                    line_start: r.get::<_, i32>(4) as u32,
-                    line_end: r.get::<_, i32>(5) as u32,
-                    page: None,
-                },
+            .map(|r| {
+                let (text, extent) = body_of(r);
+                finder_index::Passage {
+                    text,
+                    heading: r.get(6),
+                    extent,
+                }
             })
             .collect();
         Ok(Some(finder_index::SourceText { view, passages }))
     }
 
-    /// What each shard's last run recorded, read now (not as of open): a status, or the test
-    /// of whether another node's run changed the shards.
-    pub fn read_records(&self) -> Result<Vec<RunRecord>> {
-        let n = self.conns.len();
+    /// What the node opened: each shard's generation and the stored graph's key. Compared
+    /// with [`PgFinder::read_state`], it says whether a run (or its graph) came since.
+    pub fn opened_state(&self) -> (Vec<u64>, Option<String>) {
+        (
+            self.records.iter().map(|r| r.generation).collect(),
+            self.graph_key.clone(),
+        )
+    }
+
+    /// Each shard's generation and the stored graph's key, read now (one snapshot per shard).
+    pub fn read_state(&self) -> Result<(Vec<u64>, Option<String>)> {
         let run = self.begin(None)?;
-        run.fan_out(|i, client| schema::read_meta(client, i, n)?.ok_or(PgError::NotIndexed(i)))
+        let records = run.records()?;
+        let key = run.on(graph::GRAPH_SHARD, |c| graph::stored_key(c.client()))?;
+        Ok((records.iter().map(|r| r.generation).collect(), key))
+    }
+
+    /// What each shard's last run recorded, read now (not as of open).
+    pub fn read_records(&self) -> Result<Vec<RunRecord>> {
+        self.begin(None)?.records()
     }
 
     /// The attached embedding model, when one is ready (index runs through the node embed
@@ -241,26 +268,41 @@ impl PgFinder {
 
     /// Takes a connection of every shard (in shard order, so concurrent queries never
     /// deadlock) and opens the query's snapshot on each. A connection the server dropped (a
-    /// replica gone, a restart) is replaced once by a new one, which goes to the first read
-    /// URL that answers.
+    /// replica gone, a restart) is replaced by a new one, which goes to the first read URL
+    /// that answers.
     fn begin(&self, vector: Option<Vec<f32>>) -> Result<PgQuery<'_>> {
         const BEGIN: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
-        let mut guards = Vec::with_capacity(self.conns.len());
+        let mut guards: Vec<Pooled> = Vec::with_capacity(self.conns.len());
         for (i, pool) in self.conns.iter().enumerate() {
-            let mut conn = take(pool, i)?;
-            if conn.batch_execute(BEGIN).is_err() {
-                // Returned broken, the pool drops it.
-                drop(conn);
-                conn = take(pool, i)?;
-                conn.batch_execute(BEGIN)
-                    .map_err(db(format!("shard {i}: opening the query's snapshot")))?;
-            }
+            // Idle connections to a server that went away fail here one by one, and the pool
+            // drops each (broken); then a new one goes to the first URL that answers.
+            let mut tries = 0;
+            let conn = loop {
+                let failed = match take(pool, i) {
+                    Ok(mut conn) => match conn.batch_execute(BEGIN) {
+                        Ok(()) => break conn,
+                        Err(e) if lost(&e) && tries < POOL_SIZE => {
+                            tries += 1;
+                            continue;
+                        }
+                        Err(e) => db(format!("shard {i}: opening the query's snapshot"))(e),
+                    },
+                    Err(e) => e,
+                };
+                // The shards already begun go back to their pools idle, not in a transaction.
+                for conn in &mut guards {
+                    let _ = conn.batch_execute("ROLLBACK");
+                }
+                return Err(failed);
+            };
             guards.push(conn);
         }
         Ok(PgQuery {
             finder: self,
             conns: RefCell::new(guards),
             seen: RefCell::new(HashMap::new()),
+            views: RefCell::new(HashMap::new()),
+            bodies: RefCell::new(HashMap::new()),
             extra: RefCell::new(Vec::new()),
             vector,
             expanded: std::cell::Cell::new(None),
@@ -273,6 +315,9 @@ struct PgQuery<'a> {
     finder: &'a PgFinder,
     conns: RefCell<Vec<Pooled>>,
     seen: RefCell<HashMap<FragmentKey, Meta>>,
+    /// Sources and fragment bodies read ahead for the page (`Retriever::prefetch`).
+    views: RefCell<HashMap<SourceKey, Option<SourceView>>>,
+    bodies: RefCell<HashMap<FragmentKey, Option<(String, Extent)>>>,
     extra: RefCell<Vec<StageTime>>,
     vector: Option<Vec<f32>>,
     /// What the trigram channel expanded for the lexical list: query words, indexed words.
@@ -293,10 +338,7 @@ impl PgQuery<'_> {
     }
 
     /// Runs `f` on every shard, in parallel when there are several.
-    fn fan_out<T: Send>(
-        &self,
-        f: impl Fn(usize, &mut Client) -> Result<T> + Sync,
-    ) -> Result<Vec<T>> {
+    fn fan_out<T: Send>(&self, f: impl Fn(usize, &mut Conn) -> Result<T> + Sync) -> Result<Vec<T>> {
         let mut conns = self.conns.borrow_mut();
         if conns.len() == 1 {
             return Ok(vec![f(0, &mut conns[0])?]);
@@ -307,7 +349,7 @@ impl PgQuery<'_> {
                 .iter_mut()
                 .enumerate()
                 .map(|(i, c)| {
-                    let client: &mut Client = c;
+                    let client: &mut Conn = c;
                     scope.spawn(move || f(i, client))
                 })
                 .collect();
@@ -318,8 +360,14 @@ impl PgQuery<'_> {
         })
     }
 
+    /// Each shard's run record in this snapshot.
+    fn records(&self) -> Result<Vec<RunRecord>> {
+        let n = self.shards();
+        self.fan_out(|i, c| schema::read_meta(c.client(), i, n)?.ok_or(PgError::NotIndexed(i)))
+    }
+
     /// Runs `f` on one shard.
-    fn on<T>(&self, shard: usize, f: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
+    fn on<T>(&self, shard: usize, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
         let mut conns = self.conns.borrow_mut();
         f(&mut conns[shard])
     }
@@ -570,30 +618,135 @@ impl PgQuery<'_> {
 
     /// Body and extent of a fragment.
     fn body(&self, fragment: FragmentKey) -> Result<Option<(String, Extent)>> {
+        if let Some(body) = self.bodies.borrow().get(&fragment) {
+            return Ok(body.clone());
+        }
         let Some(meta) = self.lookup(fragment)? else {
             return Ok(None);
         };
         let row = self.on(meta.shard, |c| {
             c.query_opt(
-                "SELECT body, byte_start, byte_end, line_start, line_end
+                "SELECT fkey, body, byte_start, byte_end, line_start, line_end
                  FROM finder_fragments WHERE fkey = $1",
                 &[&to_db(fragment.0)],
             )
             .map_err(db(format!("shard {}: reading a fragment", meta.shard)))
         })?;
-        Ok(row.map(|r| {
-            (
-                r.get(0),
-                Extent {
-                    byte_start: r.get::<_, i64>(1) as u64,
-                    byte_end: r.get::<_, i64>(2) as u64,
-                    line_start: r.get::<_, i32>(3) as u32,
-                    line_end: r.get::<_, i32>(4) as u32,
-                    page: None,
-                },
-            )
-        }))
+        Ok(row.map(|r| body_of(&r)))
     }
+
+    /// Reads the views of `sources` into `views`, one statement per shard.
+    fn prefetch_sources(&self, sources: &[SourceKey]) -> Result<()> {
+        let mut by_shard = vec![Vec::new(); self.shards()];
+        for s in sources {
+            by_shard[shard_of(*s, self.shards())].push(to_db(s.0));
+        }
+        let rows = self.rows_by_keys(
+            &by_shard,
+            "SELECT skey, id, envelope, summary FROM finder_sources WHERE skey = ANY($1)",
+            "the page's sources",
+        )?;
+        let mut views = self.views.borrow_mut();
+        for s in sources {
+            views.insert(*s, None);
+        }
+        for (shard, row) in rows {
+            let key = SourceKey(schema::from_db(row.get(0)));
+            views.insert(key, Some(view_of(&row, 1, shard)?));
+        }
+        Ok(())
+    }
+
+    /// Reads the bodies of `fragments` into `bodies`, one statement per shard.
+    fn prefetch_bodies(&self, fragments: &[FragmentKey]) -> Result<()> {
+        self.lookup_many(fragments)?;
+        let mut by_shard = vec![Vec::new(); self.shards()];
+        {
+            let seen = self.seen.borrow();
+            for f in fragments {
+                if let Some(meta) = seen.get(f) {
+                    by_shard[meta.shard].push(to_db(f.0));
+                }
+            }
+        }
+        let rows = self.rows_by_keys(
+            &by_shard,
+            "SELECT fkey, body, byte_start, byte_end, line_start, line_end
+             FROM finder_fragments WHERE fkey = ANY($1)",
+            "the page's passages",
+        )?;
+        let mut bodies = self.bodies.borrow_mut();
+        for f in fragments {
+            bodies.insert(*f, None);
+        }
+        for (_, row) in rows {
+            bodies.insert(
+                FragmentKey(schema::from_db(row.get(0))),
+                Some(body_of(&row)),
+            );
+        }
+        Ok(())
+    }
+
+    /// Runs `sql` on every shard with that shard's keys as `$1` (shards without keys are not
+    /// asked), in parallel; the rows with their shard.
+    fn rows_by_keys(
+        &self,
+        by_shard: &[Vec<i64>],
+        sql: &str,
+        what: &str,
+    ) -> Result<Vec<(usize, postgres::Row)>> {
+        let rows = self.fan_out(|i, c| {
+            if by_shard[i].is_empty() {
+                return Ok(Vec::new());
+            }
+            c.query(sql, &[&by_shard[i]])
+                .map_err(db(format!("shard {i}: reading {what}")))
+        })?;
+        Ok(rows
+            .into_iter()
+            .enumerate()
+            .flat_map(|(i, rows)| rows.into_iter().map(move |r| (i, r)))
+            .collect())
+    }
+}
+
+/// Whether `e` says the connection is gone (closed, broken mid-exchange, or the server shutting
+/// down or refusing connections): the statement had no effect, and a new connection may
+/// succeed.
+fn lost(e: &postgres::Error) -> bool {
+    e.is_closed()
+        || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+        || e.code()
+            .is_some_and(|c| c.code().starts_with("57P") || c.code().starts_with("08"))
+}
+
+/// A source's view from `id, envelope, summary` at columns `from..`.
+fn view_of(row: &postgres::Row, from: usize, shard: usize) -> Result<SourceView> {
+    let envelope: serde_json::Value = row.get(from + 1);
+    let envelope = serde_json::from_value(envelope).map_err(|e| PgError::Mismatch {
+        shard,
+        reason: format!("unreadable envelope: {e}"),
+    })?;
+    Ok(SourceView {
+        id: row.get(from),
+        envelope,
+        summary: row.get(from + 2),
+    })
+}
+
+/// A fragment's body and extent from `fkey, body, byte_start, byte_end, line_start, line_end`.
+fn body_of(row: &postgres::Row) -> (String, Extent) {
+    (
+        row.get(1),
+        Extent {
+            byte_start: row.get::<_, i64>(2) as u64,
+            byte_end: row.get::<_, i64>(3) as u64,
+            line_start: row.get::<_, i32>(4) as u32,
+            line_end: row.get::<_, i32>(5) as u32,
+            page: None,
+        },
+    )
 }
 
 impl Retriever for PgQuery<'_> {
@@ -655,6 +808,9 @@ impl Retriever for PgQuery<'_> {
     }
 
     fn source(&self, source: SourceKey) -> Result<Option<SourceView>> {
+        if let Some(view) = self.views.borrow().get(&source) {
+            return Ok(view.clone());
+        }
         let shard = shard_of(source, self.shards());
         let row = self.on(shard, |c| {
             c.query_opt(
@@ -663,19 +819,17 @@ impl Retriever for PgQuery<'_> {
             )
             .map_err(db(format!("shard {shard}: reading a source")))
         })?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let envelope: serde_json::Value = row.get(1);
-        let envelope = serde_json::from_value(envelope).map_err(|e| PgError::Mismatch {
-            shard,
-            reason: format!("unreadable envelope: {e}"),
-        })?;
-        Ok(Some(SourceView {
-            id: row.get(0),
-            envelope,
-            summary: row.get(2),
-        }))
+        row.map(|r| view_of(&r, 0, shard)).transpose()
+    }
+
+    fn prefetch(&self, sources: &[SourceKey], fragments: &[FragmentKey]) -> Result<()> {
+        if !sources.is_empty() {
+            self.prefetch_sources(sources)?;
+        }
+        if !fragments.is_empty() {
+            self.prefetch_bodies(fragments)?;
+        }
+        Ok(())
     }
 
     fn extra_stages(&self) -> Vec<StageTime> {

@@ -122,6 +122,14 @@ fn read_sources(client: &mut Client, shard: usize, out: &mut Vec<GraphSource>) -
 
 /// The stored graph as a query node uses it: `Ok(None)` when none is stored, `Err(reason)`
 /// when it is unreadable or behind the last run.
+/// The key of the graph stored on this shard, `None` when there is none.
+pub(crate) fn stored_key(client: &mut impl GenericClient) -> Result<Option<String>> {
+    let row = client
+        .query_opt("SELECT build_key FROM finder_graph WHERE id = 1", &[])
+        .map_err(db(format!("shard {GRAPH_SHARD}: reading the graph's key")))?;
+    Ok(row.map(|r| r.get(0)))
+}
+
 pub(crate) fn load(
     client: &mut impl GenericClient,
     key: &str,

@@ -7,8 +7,8 @@
 //! `w · (k1+1) · tf / (tf + k1 · (1 − b + b · norm / avgdl))` over its postings. With global
 //! statistics a fragment scores the same on any shard, so per-shard lists merge by score.
 
+use crate::cluster::Conn;
 use finder_core::FragmentKey;
-use postgres::Client;
 
 use crate::error::{db, Result};
 use crate::schema::WHOLE_WORDS;
@@ -55,7 +55,7 @@ impl Stats {
 }
 
 pub(crate) fn stats(
-    client: &mut Client,
+    client: &mut Conn,
     shard: usize,
     field: i16,
     terms: &[String],
@@ -95,7 +95,7 @@ const KEY_ORDER: &str = "(fkey # (-9223372036854775807 - 1))";
 /// field's average length `avg_lens[i]`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn bm25(
-    client: &mut Client,
+    client: &mut Conn,
     shard: usize,
     fields: &[i16],
     terms: &[String],
@@ -137,7 +137,7 @@ pub(crate) fn bm25(
 /// shorter than the expansion minimum), shortest first, ties by bytes, at most `cap`: a
 /// superset of its share of the global pick. One statement for all the words.
 pub(crate) fn holding(
-    client: &mut Client,
+    client: &mut Conn,
     shard: usize,
     words: &[&str],
     cap: usize,
@@ -201,7 +201,7 @@ fn found(row: &postgres::Row, shard: usize) -> Found {
 /// The `window` nearest fragments of this shard by the HNSW index, with their exact cosine
 /// similarity (pgvector computes `<=>` on the stored vectors; the caller orders by it).
 pub(crate) fn nearest(
-    client: &mut Client,
+    client: &mut Conn,
     shard: usize,
     vector: &str,
     window: usize,
@@ -233,7 +233,7 @@ pub(crate) fn nearest(
 
 /// Where the given fragments belong, for those this shard holds.
 pub(crate) fn lookup(
-    client: &mut Client,
+    client: &mut Conn,
     shard: usize,
     fragments: &[FragmentKey],
 ) -> Result<Vec<(FragmentKey, Meta)>> {

@@ -46,11 +46,29 @@ pub struct Server {
     pub url: String,
     /// Started by the script (so a replica of it can be made too).
     pub owned: bool,
+    /// The folder of a server this test alone uses ([`private_server`]).
+    private: Option<PathBuf>,
 }
 
+/// Gives each private server and replica of the process its own folder.
+static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
+
+fn fresh_dir(kind: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "finder-pg-{kind}-{}-{}",
+        std::process::id(),
+        NEXT_DIR.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// The server the process's tests share (started with the first of them).
 pub fn server(test: &str) -> Option<Server> {
     if let Ok(url) = std::env::var("FINDER_PG_URL") {
-        return Some(Server { url, owned: false });
+        return Some(Server {
+            url,
+            owned: false,
+            private: None,
+        });
     }
     let mut users = USERS.lock().unwrap_or_else(|e| e.into_inner());
     if users.0 == 0 {
@@ -69,11 +87,39 @@ pub fn server(test: &str) -> Option<Server> {
     Some(Server {
         url: users.1.clone().expect("started"),
         owned: true,
+        private: None,
     })
+}
+
+/// A server of the test's own, which it may stop and restart ([`Server::restart`]); `None`
+/// (after saying why) when the script cannot start one (with `FINDER_PG_URL` given too: that
+/// server cannot be restarted by a test).
+pub fn private_server(test: &str) -> Option<Server> {
+    if std::env::var("FINDER_PG_URL").is_ok() {
+        eprintln!("SKIPPED {test}: it restarts its server, and FINDER_PG_URL names a shared one");
+        return None;
+    }
+    let dir = fresh_dir("private");
+    match run_script(&["start", &dir.display().to_string()]) {
+        Ok(url) => Some(Server {
+            url,
+            owned: true,
+            private: Some(dir),
+        }),
+        Err(e) => {
+            eprintln!("SKIPPED {test}: scripts/postgres.sh could not start a server: {e}");
+            None
+        }
+    }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if let Some(dir) = &self.private {
+            let _ = run_script(&["stop", &dir.display().to_string()]);
+            let _ = std::fs::remove_dir_all(dir);
+            return;
+        }
         if !self.owned {
             return;
         }
@@ -97,14 +143,28 @@ pub struct Replica {
 }
 
 impl Server {
+    fn dir(&self) -> PathBuf {
+        self.private.clone().unwrap_or_else(server_dir)
+    }
+
     pub fn replica(&self) -> Result<Replica, String> {
-        let dir = std::env::temp_dir().join(format!("finder-pg-replica-{}", std::process::id()));
+        let dir = fresh_dir("replica");
         let url = run_script(&[
             "replica",
-            &server_dir().display().to_string(),
+            &self.dir().display().to_string(),
             &dir.display().to_string(),
         ])?;
         Ok(Replica { url, dir })
+    }
+
+    /// Stops the server (fast: open sessions are ended) and starts it again on its port.
+    /// Only a [`private_server`] may be restarted.
+    pub fn restart(&self) -> Result<(), String> {
+        let Some(dir) = &self.private else {
+            return Err("only a private server can be restarted".into());
+        };
+        run_script(&["stop", &dir.display().to_string()])?;
+        run_script(&["start", &dir.display().to_string()]).map(|_| ())
     }
 
     /// A fresh, empty database; dropped with the value.
@@ -124,6 +184,13 @@ impl Server {
             admin_url: self.url.clone(),
             name: db,
         }
+    }
+}
+
+impl Replica {
+    /// Stops the replica now (fast: its sessions are ended).
+    pub fn stop(&self) -> Result<(), String> {
+        run_script(&["stop", &self.dir.display().to_string()]).map(|_| ())
     }
 }
 

@@ -124,7 +124,7 @@ pub fn recommend(space: &Space, request: &RecommendRequest) -> Result<RecommendR
         ));
     }
     let finder = space.finder()?;
-    // An unknown target maps to 404 `unknown_target` through `from_index`.
+    // An unknown target maps to 404 `unknown_target` through `from_store`.
     let request_query = finder
         .like_query(&request.target, request.limit)
         .map_err(store_err(space))?;

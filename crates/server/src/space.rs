@@ -4,8 +4,8 @@
 //! A space reopens its index when the last commit changed (a `finder index` run beside the
 //! server, or a document write through the API), so each query reads the newest snapshot
 //! without a restart. A space over PostgreSQL reads a fresh snapshot on every query anyway;
-//! it reopens (for the graph and the run records) when a shard's generation moved, looked at
-//! no more than once every [`PG_RECHECK`].
+//! it reopens (for the graph and the run records) when a shard's generation or the stored
+//! graph moved, looked at no more than once every [`PG_RECHECK`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,7 +26,7 @@ pub type Opener = Arc<dyn Fn(&Path, Settings) -> finder_store::Result<Store> + S
 pub type Models = Arc<dyn Fn(&Settings) -> Option<Arc<dyn finder_core::Embed>> + Send + Sync>;
 
 /// How long a space over PostgreSQL trusts its opened store before it reads the shards'
-/// generations again (writes through this server make it look at once).
+/// state again (writes through this server make it look at once).
 pub const PG_RECHECK: Duration = Duration::from_secs(1);
 
 /// Runs after a document write has been committed and acknowledged, on a background thread
@@ -76,8 +76,9 @@ enum Stamp {
         meta_len: u64,
         folders: Vec<(std::ffi::OsString, Option<SystemTime>)>,
     },
-    /// PostgreSQL: each shard's generation.
-    Shards(Vec<u64>),
+    /// PostgreSQL: each shard's generation and the stored graph's key (a run stores its graph
+    /// after its commits).
+    Shards(Vec<u64>, Option<String>),
 }
 
 impl Space {
@@ -185,8 +186,9 @@ impl Space {
         Ok(finder)
     }
 
-    /// [`Space::finder`] over PostgreSQL: the opened store while its shards' generations are
-    /// the ones it was opened at (looked at every [`PG_RECHECK`] and after each API write).
+    /// [`Space::finder`] over PostgreSQL: the opened store while its shards' generations and
+    /// stored graph are the ones it was opened at (looked at every [`PG_RECHECK`] and after
+    /// each API write).
     fn pg_finder(&self) -> Result<Arc<Store>> {
         let epoch = self.epoch.load(Ordering::Acquire);
         let fresh = |o: &Opened| o.epoch == epoch && o.checked.elapsed() < PG_RECHECK;
@@ -200,16 +202,18 @@ impl Space {
             if fresh(opened) {
                 return Ok(Arc::clone(&opened.finder));
             }
-            // A shard that cannot be read now is reported by the query itself.
-            let now = shard_stamp(&opened.finder).ok();
-            if now.is_some() && now == opened.stamp {
+            // Shards that cannot be read now leave the store as it is: its queries say why,
+            // and the next look may find them back.
+            let unchanged =
+                shard_stamp(&opened.finder, true).map_or(true, |now| now == opened.stamp);
+            if unchanged {
                 opened.epoch = epoch;
                 opened.checked = Instant::now();
                 return Ok(Arc::clone(&opened.finder));
             }
         }
         let finder = self.open()?;
-        let stamp = shard_stamp(&finder).ok();
+        let stamp = shard_stamp(&finder, false).ok().flatten();
         *slot = Some(Opened {
             finder: Arc::clone(&finder),
             stamp,
@@ -362,14 +366,17 @@ pub fn parse_space_arg(arg: &str) -> (String, PathBuf) {
     (DEFAULT_SPACE.to_string(), PathBuf::from(arg))
 }
 
-/// The generations of a PostgreSQL store's shards, read now.
-fn shard_stamp(store: &Store) -> finder_store::Result<Stamp> {
-    match store {
-        Store::Postgres(pg) => Ok(Stamp::Shards(
-            pg.read_records()?.iter().map(|r| r.generation).collect(),
-        )),
-        Store::Embedded(_) => Ok(Stamp::Shards(Vec::new())),
-    }
+/// A PostgreSQL store's stamp: the state it opened, or with `now` the shards' state now.
+fn shard_stamp(store: &Store, now: bool) -> finder_store::Result<Option<Stamp>> {
+    let Store::Postgres(pg) = store else {
+        return Ok(None);
+    };
+    let (generations, graph) = if now {
+        pg.read_state()?
+    } else {
+        pg.opened_state()
+    };
+    Ok(Some(Stamp::Shards(generations, graph)))
 }
 
 /// Maps a store's error to the answer for `space`.

@@ -607,6 +607,13 @@ impl<'x> Refiner<'x> {
         offset: usize,
         limit: usize,
     ) -> Result<Page, R::Error> {
+        let pending: Vec<SourceKey> = (self.out.iter().skip(offset).take(limit))
+            .filter(|e| e.pending)
+            .filter_map(|e| e.key)
+            .collect();
+        if !pending.is_empty() {
+            store.prefetch(&pending, &[])?;
+        }
         let mut page: Vec<(usize, Entry)> = Vec::with_capacity(limit.min(self.out.len()));
         for (i, mut e) in self.out.drain(..).enumerate().skip(offset).take(limit) {
             if e.pending {

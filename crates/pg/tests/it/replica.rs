@@ -105,3 +105,79 @@ fn queries_read_from_a_streaming_replica() {
     drop(from_primary);
     drop(replica);
 }
+
+/// A replica that goes away while queries run: they move to the primary (the read URLs' last
+/// resort), none fails, and each answers as before.
+#[test]
+fn queries_move_off_a_replica_that_goes_away() {
+    let Some(server) = support::private_server("replica loss") else {
+        return;
+    };
+    let db = server.database("replica_loss");
+    let replica = server.replica().expect("start a streaming replica");
+    let read_url = with_database(&replica.url, &db.name);
+    let tmp = tempfile::tempdir().unwrap();
+    let notes = support::write_notes(tmp.path(), 30, 41);
+    let settings = support::settings();
+    let config = PgConfig {
+        shards: vec![ShardUrls {
+            write: db.url.clone(),
+            read: vec![read_url.clone()],
+        }],
+    };
+    finder_pg::index_inputs(&config, std::slice::from_ref(&notes), &settings).unwrap();
+    wait_for_replay(&db.url, &read_url);
+    let finder = PgFinder::open(&config, settings.clone()).unwrap();
+    let queries: Vec<String> = support::queries(12, 42).into_iter().map(|q| q.0).collect();
+    let ids = |q: &str| -> Result<Vec<String>, String> {
+        let r = finder
+            .search(q, &settings, 0, 10)
+            .map_err(|e| e.to_string())?;
+        Ok(r.hits.into_iter().map(|h| h.id).collect())
+    };
+    let expected: Vec<Vec<String>> = queries.iter().map(|q| ids(q).unwrap()).collect();
+    // Four readers keep several pooled connections to the replica busy while it stops.
+    let stopped = std::sync::atomic::AtomicBool::new(false);
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..4)
+            .map(|t| {
+                let (queries, expected, stopped) = (&queries, &expected, &stopped);
+                scope.spawn(move || {
+                    let mut failed = Vec::new();
+                    let mut after = 0;
+                    let mut i = t;
+                    while after < 20 {
+                        let at = i % queries.len();
+                        match ids(&queries[at]) {
+                            Ok(got) if got == expected[at] => {}
+                            Ok(got) => failed.push(format!("`{}`: {got:?}", queries[at])),
+                            Err(e) => failed.push(format!("`{}`: {e}", queries[at])),
+                        }
+                        if stopped.load(std::sync::atomic::Ordering::Acquire) {
+                            after += 1;
+                        }
+                        i += 1;
+                    }
+                    failed
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        replica.stop().expect("stop the replica");
+        stopped.store(true, std::sync::atomic::Ordering::Release);
+        readers
+            .into_iter()
+            .flat_map(|r| r.join().unwrap())
+            .collect()
+    });
+    assert!(failures.is_empty(), "{failures:#?}");
+    let mut on = Client::connect(&db.url, NoTls).unwrap();
+    let from_primary: i64 = on
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'",
+            &[&db.name],
+        )
+        .unwrap()
+        .get(0);
+    assert!(from_primary >= 2, "queries did not move to the primary");
+}

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use finder_core::{EmbedBackend, Settings};
 
-pub use finder_pg::testing::{server, Database};
+pub use finder_pg::testing::{private_server, server, Database};
 pub use finder_pg::with_database;
 
 /// Settings both engines index and query with: no graph (the PostgreSQL backend has none

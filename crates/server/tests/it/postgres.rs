@@ -8,14 +8,18 @@ use std::path::{Path, PathBuf};
 use finder_server::Limits;
 use serde_json::{json, Value};
 
-use crate::support::{app_with, call, ids, mcp_post, notes, write};
+use crate::support::{app_with, call, ids, mcp_post, notes, send, write};
 
-/// A space folder whose settings point at `url` (or an embedded index when `None`).
-fn space_dir(root: &Path, name: &str, url: Option<&str>) -> PathBuf {
+/// A space folder whose settings point at the shards `urls` (an embedded index when none).
+fn space_dir(root: &Path, name: &str, urls: &[&str]) -> PathBuf {
     let dir = root.join(name);
-    let storage = match url {
-        Some(url) => format!("\n[storage]\nbackend = \"postgres\"\nurls = [\"{url}\"]\n"),
-        None => String::new(),
+    let storage = if urls.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\n[storage]\nbackend = \"postgres\"\nurls = {}\n",
+            serde_json::to_string(urls).unwrap()
+        )
     };
     write(
         &dir,
@@ -54,11 +58,12 @@ fn the_api_and_mcp_answer_over_postgres_as_over_an_embedded_index() {
     let Some(server) = finder_pg::testing::server("service over postgres") else {
         return;
     };
-    let db = server.database("serve");
+    // Two shards: each source lives on one, and every answer merges both.
+    let (one, two) = (server.database("serve"), server.database("serve"));
     let tmp = tempfile::tempdir().unwrap();
     let input = notes(tmp.path());
-    let embedded = space_dir(tmp.path(), "idx", None);
-    let pg = space_dir(tmp.path(), "pg", Some(&db.url));
+    let embedded = space_dir(tmp.path(), "idx", &[]);
+    let pg = space_dir(tmp.path(), "pg", &[&one.url, &two.url]);
     index(&embedded, std::slice::from_ref(&input));
     index(&pg, std::slice::from_ref(&input));
     let app = app_with(&[("emb", &embedded), ("pg", &pg)], None, Limits::default());
@@ -174,11 +179,9 @@ fn the_api_and_mcp_answer_over_postgres_as_over_an_embedded_index() {
     ));
     assert_eq!(w["result"], "added");
     assert_eq!(w["sources"], 5);
-    let fresh = finder_pg::PgFinder::open(
-        &finder_pg::PgConfig::single(&db.url),
-        finder_index::load_settings(&pg, None).unwrap(),
-    )
-    .unwrap();
+    let settings = finder_index::load_settings(&pg, None).unwrap();
+    let config = finder_pg::PgConfig::from_settings(&settings.storage).unwrap();
+    let fresh = finder_pg::PgFinder::open(&config, settings).unwrap();
     assert!(fresh.source("kiln-1").unwrap().is_some());
     runtime.block_on(async {
         let r = call(
@@ -238,4 +241,83 @@ fn the_api_and_mcp_answer_over_postgres_as_over_an_embedded_index() {
 async fn mcp_call(app: &finder_server::AppRef, tool: &str, arguments: Value) -> Value {
     let message = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
     mcp_post(app, message, &[]).await.body["result"].clone()
+}
+
+/// Writes go on while the primary restarts: those acknowledged before, during or after are
+/// all in the database afterwards, writes resume, and queries move to new connections.
+#[test]
+fn acknowledged_writes_survive_a_primary_restart() {
+    let Some(server) = finder_pg::testing::private_server("primary restart") else {
+        return;
+    };
+    let db = server.database("restart");
+    let tmp = tempfile::tempdir().unwrap();
+    let input = notes(tmp.path());
+    let pg = space_dir(tmp.path(), "pg", &[&db.url]);
+    index(&pg, std::slice::from_ref(&input));
+    let app = app_with(&[("pg", &pg)], None, Limits::default());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let found = |query: &str| {
+        runtime.block_on(call(
+            &app,
+            "POST",
+            "/v1/spaces/pg/search",
+            json!({"query": query}),
+            200,
+        ))
+    };
+    assert_eq!(ids(&found("refresh token"))[0], "tokens.md");
+
+    let acknowledged = std::sync::Mutex::new(Vec::new());
+    let refused = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            for i in 0..40 {
+                let id = format!("doc-{i}");
+                let body = json!({"title": format!("Furnace log {i}"), "text": format!("Kiln entry number{i}.")});
+                let answer = runtime.block_on(send(
+                    &app,
+                    "PUT",
+                    &format!("/v1/spaces/pg/documents/{id}"),
+                    Some(body.to_string()),
+                    None,
+                ));
+                if answer.status == 200 {
+                    acknowledged.lock().unwrap().push(id);
+                } else {
+                    refused.lock().unwrap().push(format!("{id}: {}", answer.text));
+                }
+            }
+        });
+        while acknowledged.lock().unwrap().len() < 5 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        server.restart().expect("restart the primary");
+        writer.join().unwrap();
+    });
+    let acknowledged = acknowledged.into_inner().unwrap();
+    let refused = refused.into_inner().unwrap();
+    assert!(
+        acknowledged.last().map(String::as_str) == Some("doc-39"),
+        "writes did not resume: {refused:#?}"
+    );
+    let fresh = finder_pg::PgFinder::open(
+        &finder_pg::PgConfig::single(&db.url),
+        finder_index::load_settings(&pg, None).unwrap(),
+    )
+    .unwrap();
+    for id in &acknowledged {
+        assert!(
+            fresh.source(id).unwrap().is_some(),
+            "{id} was acknowledged but is not in the database"
+        );
+    }
+    // The served space's pooled connections died with the server; queries go on.
+    assert_eq!(ids(&found("refresh token"))[0], "tokens.md");
+    assert_eq!(ids(&found("number39")), ["doc-39"]);
+    eprintln!(
+        "primary restart: {} writes acknowledged, {} refused while it was down",
+        acknowledged.len(),
+        refused.len()
+    );
 }
