@@ -227,6 +227,8 @@ enum Command {
         /// `full.ndcg@10=hybrid-0.003` (repeatable).
         #[arg(long = "min", value_name = "[RUN.]METRIC=VALUE")]
         min: Vec<String>,
+        /// Settings for every run; with `[storage] backend = "postgres"` the corpus is indexed
+        /// into those shards and the runs query them.
         #[arg(long)]
         config: Option<PathBuf>,
         #[arg(long)]
@@ -477,11 +479,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 Some(c) => load_settings(Path::new("."), Some(c))?,
                 None => Settings::default(),
             };
-            if base.storage.backend != finder_core::StorageBackend::Embedded {
-                anyhow::bail!(
-                    "`finder eval` builds its own embedded index; remove [storage] from the config"
-                );
-            }
             let mut specs = finder_eval::presets(&runs)?;
             for r in &run {
                 specs.push(finder_eval::RunSpec::parse(r)?);

@@ -28,11 +28,11 @@ pub enum EvalError {
     Settings {
         run: String,
         #[source]
-        source: Box<finder_index::IndexError>,
+        source: Box<finder_store::StoreError>,
     },
     /// Building or querying the index failed.
     #[error(transparent)]
-    Index(Box<finder_index::IndexError>),
+    Index(Box<finder_store::StoreError>),
     /// A `--min` threshold was not met.
     #[error("quality below threshold: {0}")]
     BelowThreshold(String),
@@ -40,11 +40,24 @@ pub enum EvalError {
 
 impl From<finder_index::IndexError> for EvalError {
     fn from(e: finder_index::IndexError) -> Self {
+        EvalError::Index(Box::new(e.into()))
+    }
+}
+
+impl From<finder_store::StoreError> for EvalError {
+    fn from(e: finder_store::StoreError) -> Self {
         EvalError::Index(Box::new(e))
     }
 }
 
 impl EvalError {
+    pub(crate) fn settings(run: &str, source: finder_store::StoreError) -> Self {
+        EvalError::Settings {
+            run: run.to_string(),
+            source: Box::new(source),
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         EvalError::Io {
             path: path.into(),

@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
-use finder_core::{Embed, Settings};
-use finder_index::{build_vectors, index_inputs, Finder, VectorProgress};
+use finder_core::{Embed, Settings, StorageBackend};
+use finder_index::{build_vectors, VectorProgress};
+use finder_store::Store;
 
 use crate::dataset::{corpus_fingerprint, Dataset};
 use crate::error::EvalError;
@@ -217,25 +218,39 @@ pub fn evaluate(
         dataset.name,
         index_dir.display()
     ));
-    index_inputs(
+    let semantic = query_model(&options.base);
+    // A run into PostgreSQL embeds as it writes (incremental by content hash, like any input);
+    // the embedded index builds its vectors after.
+    let model = semantic.as_ref().ok().cloned().flatten();
+    finder_store::index_inputs(
         &index_dir,
         std::slice::from_ref(&dataset.dir),
         &options.base,
-        &mut |_| {},
+        model.as_deref(),
     )?;
-    let semantic = semantic_layer(&index_dir, &options.base, progress)?;
-    let mut finder = Finder::open(&index_dir, options.base.clone())?;
+    let postgres = options.base.storage.backend == StorageBackend::Postgres;
+    if let (false, Some(model)) = (postgres, &model) {
+        build(&index_dir, &options.base, model.as_ref(), progress)?;
+    }
+    let mut finder = Store::open(&index_dir, options.base.clone())?;
+    // Origins add up over runs: shards that hold another input too would mix its sources
+    // into the rankings.
+    if postgres {
+        let status = finder.status()?;
+        if status.origins().len() > 1 {
+            return Err(EvalError::Run(format!(
+                "the shards hold other inputs besides the dataset ({}): evaluate on empty databases",
+                status.origins().join(", ")
+            )));
+        }
+    }
     finder.attach_embedder(semantic.clone());
 
     let mut report = Report::new(dataset.name.clone(), dataset.queries.len());
     for spec in &options.runs {
-        let settings =
-            finder
-                .settings_with(&spec.overrides)
-                .map_err(|source| EvalError::Settings {
-                    run: spec.name.clone(),
-                    source: Box::new(source),
-                })?;
+        let settings = finder
+            .settings_with(&spec.overrides)
+            .map_err(|source| EvalError::settings(&spec.name, source))?;
         if spec.name == "dense" {
             if let Err(reason) = &semantic {
                 return Err(EvalError::Run(format!(
@@ -274,19 +289,24 @@ pub fn evaluate(
     Ok(report)
 }
 
-/// Builds the vectors (incrementally) and loads the query-side model; `Err(reason)` when the
-/// semantic layer is unavailable, which runs report as a note.
-fn semantic_layer(
+/// The embedding model (`Ok(None)`: the semantic layer is off); `Err(reason)` when it is
+/// unavailable, which runs report as a note.
+fn query_model(settings: &Settings) -> Result<Option<Arc<dyn Embed>>, String> {
+    match finder_embed::Embedder::from_settings(&settings.embed) {
+        Ok(Some(e)) => Ok(Some(Arc::new(e) as Arc<dyn Embed>)),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Builds the embedded index's vectors (incrementally).
+fn build(
     index_dir: &std::path::Path,
     settings: &Settings,
+    embedder: &dyn Embed,
     progress: &mut dyn FnMut(&str),
-) -> Result<Result<Option<Arc<dyn Embed>>, String>, EvalError> {
-    let embedder = match finder_embed::Embedder::from_settings(&settings.embed) {
-        Ok(Some(e)) => Arc::new(e),
-        Ok(None) => return Ok(Ok(None)),
-        Err(e) => return Ok(Err(e.to_string())),
-    };
-    build_vectors(index_dir, settings, embedder.as_ref(), &mut |p| match p {
+) -> Result<(), EvalError> {
+    build_vectors(index_dir, settings, embedder, &mut |p| match p {
         VectorProgress::Embedding { done, total } if total > 0 => {
             progress(&format!("embedding {done}/{total} fragments"));
         }
@@ -295,11 +315,11 @@ fn semantic_layer(
         }
         _ => {}
     })?;
-    Ok(Ok(Some(embedder as Arc<dyn Embed>)))
+    Ok(())
 }
 
-/// One query's ranking: its id, the document ids best first, and their scores.
-/// One query's ranking as a run file lists it.
+/// One query's ranking as a run file lists it: its id, the document ids best first, and their
+/// scores.
 struct Ranking {
     query: String,
     /// Document ids, best first.
@@ -320,7 +340,7 @@ struct Answers {
 /// The request a query makes for hits `0..limit`: its text, or with `recommend` its own
 /// source's related sources. A query that is a source of the corpus leaves it out.
 fn request(
-    finder: &Finder,
+    finder: &Store,
     dataset: &Dataset,
     query: &crate::Query,
     recommend: bool,
@@ -343,7 +363,7 @@ fn request(
 }
 
 fn run_queries(
-    finder: &Finder,
+    finder: &Store,
     dataset: &Dataset,
     settings: &Settings,
     recommend: bool,

@@ -145,7 +145,7 @@ fn bad_settings_are_refused_with_their_range() {
 }
 
 /// A tiny BEIR dataset: three documents, two judged queries.
-fn beir(root: &Path) -> PathBuf {
+pub(crate) fn beir(root: &Path) -> PathBuf {
     let dir = root.join("tiny");
     let corpus = [
         r#"{"_id":"d1","title":"Vitamin D","text":"Vitamin D deficiency is linked to bone loss."}"#,

@@ -122,3 +122,56 @@ fn index_search_status_and_recommend_over_postgres() {
         "{err}"
     );
 }
+
+#[test]
+fn eval_runs_over_postgres_as_over_an_embedded_index() {
+    let Some(server) = finder_pg::testing::server("finder eval over postgres") else {
+        return;
+    };
+    let db = server.database("eval");
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = crate::beir(tmp.path());
+    let config = tmp.path().join("pg.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[embed]\nbackend = \"none\"\n\n[storage]\nbackend = \"postgres\"\nurls = [\"{}\"]\n",
+            db.url
+        ),
+    )
+    .unwrap();
+    let embedded = tmp.path().join("embedded.toml");
+    std::fs::write(&embedded, "[embed]\nbackend = \"none\"\n").unwrap();
+    let eval = |config: &Path| -> serde_json::Value {
+        let out = ok(&[
+            "eval",
+            dataset.to_str().unwrap(),
+            "--index",
+            tmp.path().join("idx").to_str().unwrap(),
+            "--runs",
+            "lexical,full",
+            "--config",
+            config.to_str().unwrap(),
+            "--json",
+        ]);
+        serde_json::from_str(&out).unwrap()
+    };
+    let pg = eval(&config);
+    let local = eval(&embedded);
+    for run in ["lexical", "full"] {
+        assert_eq!(
+            pg["runs"][run]["metrics"], local["runs"][run]["metrics"],
+            "{run}"
+        );
+        assert_eq!(pg["runs"][run]["metrics"]["ndcg@10"], 1.0, "{pg}");
+    }
+    // The corpus went into the database, not the index folder.
+    let status = ok(&[
+        "status",
+        "--index",
+        tmp.path().to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert!(status.contains("3 sources"), "{status}");
+}
