@@ -132,18 +132,25 @@ pub(crate) type Pooled = r2d2::PooledConnection<ReadConnections>;
 /// A read connection with its prepared statements: a statement text is parsed and planned by
 /// the server once per connection, and each later run is one round trip instead of two.
 pub(crate) struct Conn {
-    client: Client,
+    /// Taken only by `drop`.
+    client: Option<Client>,
     statements: HashMap<String, Statement>,
 }
 
 type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 
 impl Conn {
+    pub(crate) fn client(&mut self) -> &mut Client {
+        self.client
+            .as_mut()
+            .expect("a connection's client is taken only when it is dropped")
+    }
+
     fn statement(&mut self, sql: &str) -> std::result::Result<Statement, postgres::Error> {
         if let Some(s) = self.statements.get(sql) {
             return Ok(s.clone());
         }
-        let statement = self.client.prepare(sql)?;
+        let statement = self.client().prepare(sql)?;
         self.statements.insert(sql.to_string(), statement.clone());
         Ok(statement)
     }
@@ -154,7 +161,7 @@ impl Conn {
         params: Params<'_>,
     ) -> std::result::Result<Vec<Row>, postgres::Error> {
         let statement = self.statement(sql)?;
-        self.client.query(&statement, params)
+        self.client().query(&statement, params)
     }
 
     pub(crate) fn query_one(
@@ -163,7 +170,7 @@ impl Conn {
         params: Params<'_>,
     ) -> std::result::Result<Row, postgres::Error> {
         let statement = self.statement(sql)?;
-        self.client.query_one(&statement, params)
+        self.client().query_one(&statement, params)
     }
 
     pub(crate) fn query_opt(
@@ -172,7 +179,7 @@ impl Conn {
         params: Params<'_>,
     ) -> std::result::Result<Option<Row>, postgres::Error> {
         let statement = self.statement(sql)?;
-        self.client.query_opt(&statement, params)
+        self.client().query_opt(&statement, params)
     }
 
     pub(crate) fn execute(
@@ -181,16 +188,28 @@ impl Conn {
         params: Params<'_>,
     ) -> std::result::Result<u64, postgres::Error> {
         let statement = self.statement(sql)?;
-        self.client.execute(&statement, params)
+        self.client().execute(&statement, params)
     }
 
     /// Runs statements without parameters as they are (no preparing).
     pub(crate) fn batch_execute(&mut self, sql: &str) -> std::result::Result<(), postgres::Error> {
-        self.client.batch_execute(sql)
+        self.client().batch_execute(sql)
     }
+}
 
-    pub(crate) fn client(&mut self) -> &mut Client {
-        &mut self.client
+impl Drop for Conn {
+    /// `postgres::Client` blocks on a runtime of its own when dropped, which panics on a thread
+    /// that drives a tokio runtime (a server dropping its spaces as it shuts down): there the
+    /// client is dropped on a thread of its own.
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let _ = std::thread::Builder::new()
+                .name("finder-pg close".into())
+                .spawn(move || drop(client));
+        }
     }
 }
 
@@ -201,20 +220,20 @@ impl r2d2::ManageConnection for ReadConnections {
     fn connect(&self) -> Result<Conn> {
         let urls: Vec<&str> = self.urls.iter().map(String::as_str).collect();
         Ok(Conn {
-            client: connect_any(&urls, self.shard)?,
+            client: Some(connect_any(&urls, self.shard)?),
             statements: HashMap::new(),
         })
     }
 
     fn is_valid(&self, conn: &mut Conn) -> Result<()> {
-        conn.client
+        conn.client()
             .simple_query("")
             .map(|_| ())
             .map_err(db(format!("shard {}: checking a connection", self.shard)))
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
-        conn.client.is_closed()
+        conn.client().is_closed()
     }
 }
 

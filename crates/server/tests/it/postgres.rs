@@ -235,6 +235,11 @@ fn the_api_and_mcp_answer_over_postgres_as_over_an_embedded_index() {
         200,
     ));
     assert_eq!(ids(&r), ["kiln.md"]);
+    // The space reopened with that run's graph, not the one it had.
+    assert_eq!(r["diagnostics"]["boost"]["status"], "ran", "{r:#}");
+    // A server shutting down drops its spaces on a runtime's thread; their pooled
+    // connections must close without blocking it.
+    runtime.block_on(async move { drop(app) });
 }
 
 /// Calls one MCP tool at `/mcp` and returns its result.
