@@ -125,7 +125,7 @@ pub struct StorageSettings {
     /// `postgres`: one connection URL per shard (the primary indexing writes to), in a fixed
     /// order: a source lives on shard `key mod shards`.
     pub urls: Vec<String>,
-    /// `postgres`: per shard, the streaming replicas queries read from (tried in turn; none:
+    /// `postgres`: per shard, the streaming replicas queries read from (tried in turn, then
     /// the primary). Shorter than `urls` is fine.
     pub read_urls: Vec<Vec<String>>,
 }
