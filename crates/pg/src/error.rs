@@ -40,6 +40,29 @@ pub enum PgError {
     UnknownSource(String),
 }
 
+impl PgError {
+    /// Whether a shard could not be reached: no connection came within the pool's wait, or
+    /// the server closed or broke the connection under a statement (a replica gone, a
+    /// restart). Worth trying again shortly; not a fault of the request or of the data.
+    pub fn unavailable(&self) -> bool {
+        match self {
+            PgError::Unavailable { .. } => true,
+            PgError::Db { source, .. } => lost(source),
+            _ => false,
+        }
+    }
+}
+
+/// Whether `e` says the connection is gone (closed, broken mid-exchange, or the server shutting
+/// down or refusing connections): the statement had no effect, and a new connection may
+/// succeed.
+pub(crate) fn lost(e: &postgres::Error) -> bool {
+    e.is_closed()
+        || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+        || e.code()
+            .is_some_and(|c| c.code().starts_with("57P") || c.code().starts_with("08"))
+}
+
 pub type Result<T, E = PgError> = std::result::Result<T, E>;
 
 /// Attaches a place to a driver error.

@@ -22,7 +22,7 @@ use finder_core::{
 use crate::cluster::{
     connect_any, read_pool, shard_of, take, Conn, PgConfig, Pool, Pooled, POOL_SIZE,
 };
-use crate::error::{db, PgError, Result};
+use crate::error::{db, lost, PgError, Result};
 use crate::graph;
 
 /// Why a query node has no graph: none was stored.
@@ -709,16 +709,6 @@ impl PgQuery<'_> {
             .flat_map(|(i, rows)| rows.into_iter().map(move |r| (i, r)))
             .collect())
     }
-}
-
-/// Whether `e` says the connection is gone (closed, broken mid-exchange, or the server shutting
-/// down or refusing connections): the statement had no effect, and a new connection may
-/// succeed.
-fn lost(e: &postgres::Error) -> bool {
-    e.is_closed()
-        || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
-        || e.code()
-            .is_some_and(|c| c.code().starts_with("57P") || c.code().starts_with("08"))
 }
 
 /// A source's view from `id, envelope, summary` at columns `from..`.

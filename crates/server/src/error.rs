@@ -74,6 +74,10 @@ pub enum ServerError {
     /// The request took longer than the per-request limit.
     #[error("the request took longer than {ms} ms and was stopped")]
     Timeout { ms: u64 },
+    /// The space's PostgreSQL shards cannot be reached now (no connection within the pool's
+    /// wait, or the server went away under the request); the detail goes to the log only.
+    #[error("the storage of space `{space}` cannot be reached; try again shortly")]
+    StoreUnavailable { space: String, detail: String },
     /// A fault of the server or its storage; the detail goes to the log only.
     #[error("internal error: {detail}")]
     Internal { detail: String },
@@ -143,6 +147,10 @@ impl ServerError {
                 space: space.to_string(),
                 id,
             },
+            StoreError::Pg(e) if e.unavailable() => ServerError::StoreUnavailable {
+                space: space.to_string(),
+                detail: e.to_string(),
+            },
             StoreError::Pg(
                 e @ (PgError::Db { .. }
                 | PgError::Input(_)
@@ -171,9 +179,9 @@ impl ServerError {
             ServerError::NotBuilt { .. } | ServerError::Busy { .. } => StatusCode::CONFLICT,
             ServerError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ServerError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ServerError::Timeout { .. } | ServerError::Overloaded { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ServerError::Timeout { .. }
+            | ServerError::Overloaded { .. }
+            | ServerError::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ServerError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -199,6 +207,7 @@ impl ServerError {
             ServerError::Busy { .. } => "index_busy",
             ServerError::Timeout { .. } => "timeout",
             ServerError::Overloaded { .. } => "overloaded",
+            ServerError::StoreUnavailable { .. } => "storage_unavailable",
             ServerError::Internal { .. } => "internal",
         }
     }
@@ -223,7 +232,9 @@ impl ServerError {
             ServerError::DocumentNotFound { space, id }
             | ServerError::UnknownTarget { space, id } => json!({ "space": space, "id": id }),
             ServerError::InvalidDocument { id, reason } => json!({ "id": id, "reason": reason }),
-            ServerError::Busy { space } => json!({ "space": space, "retry": true }),
+            ServerError::Busy { space } | ServerError::StoreUnavailable { space, .. } => {
+                json!({ "space": space, "retry": true })
+            }
             ServerError::Timeout { ms } => json!({ "limit_ms": ms }),
             ServerError::Overloaded { limit } => json!({ "limit_in_flight": limit, "retry": true }),
             ServerError::Forbidden { what } => json!({ "route": what }),
@@ -286,8 +297,14 @@ const RETRY_AFTER_SECS: &str = "1";
 
 impl IntoResponse for ServerError {
     fn into_response(self) -> Response {
-        if let ServerError::Internal { detail } = &self {
-            tracing::error!(status = %self.status(), "internal error: {detail}");
+        match &self {
+            ServerError::Internal { detail } => {
+                tracing::error!(status = %self.status(), "internal error: {detail}");
+            }
+            ServerError::StoreUnavailable { space, detail } => {
+                tracing::warn!(status = %self.status(), space, "storage unavailable: {detail}");
+            }
+            _ => {}
         }
         let status = self.status();
         let mut response = (status, axum::Json(self.body())).into_response();
@@ -298,7 +315,7 @@ impl IntoResponse for ServerError {
                     HeaderValue::from_static("Bearer realm=\"finder\""),
                 );
             }
-            ServerError::Overloaded { .. } => {
+            ServerError::Overloaded { .. } | ServerError::StoreUnavailable { .. } => {
                 response.headers_mut().insert(
                     header::RETRY_AFTER,
                     HeaderValue::from_static(RETRY_AFTER_SECS),

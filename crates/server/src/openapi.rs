@@ -148,7 +148,7 @@ fn error_response(status: &str) -> Value {
         "404" => "Unknown space (or one the token is not granted), document or target",
         "409" => "The space has no index yet, or another process is writing it",
         "413" => "Request body too large",
-        "503" => "The request ran past its time limit (`timeout`), or too many requests are in flight (`overloaded`, with `Retry-After`)",
+        "503" => "The request ran past its time limit (`timeout`), too many requests are in flight (`overloaded`, with `Retry-After`), or a PostgreSQL space's shards cannot be reached (`storage_unavailable`, with `Retry-After`)",
         _ => "Error",
     };
     json!({"description": description, "content": {"application/json": {"schema": schema_ref("ErrorBody")}}})

@@ -310,7 +310,7 @@ pub struct ErrorBody {
     /// Stable machine-readable code: invalid_request, invalid_setting, index_time_setting,
     /// query_too_long, payload_too_large, unauthorized, not_found, method_not_allowed,
     /// unknown_space, index_not_built, document_not_found, unknown_target, invalid_document,
-    /// index_busy, timeout, overloaded, forbidden, internal.
+    /// index_busy, timeout, overloaded, storage_unavailable, forbidden, internal.
     pub code: String,
     /// What went wrong and what to do, for people.
     pub message: String,

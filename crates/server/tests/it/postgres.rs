@@ -290,7 +290,10 @@ fn acknowledged_writes_survive_a_primary_restart() {
                 if answer.status == 200 {
                     acknowledged.lock().unwrap().push(id);
                 } else {
-                    refused.lock().unwrap().push(format!("{id}: {}", answer.text));
+                    refused
+                        .lock()
+                        .unwrap()
+                        .push((answer.status, format!("{id}: {}", answer.text)));
                 }
             }
         });
@@ -306,6 +309,14 @@ fn acknowledged_writes_survive_a_primary_restart() {
         acknowledged.last().map(String::as_str) == Some("doc-39"),
         "writes did not resume: {refused:#?}"
     );
+    // A write the server could not take is refused as the storage being away for now (503,
+    // to be retried), never as a fault of the request or of the server.
+    for (status, text) in &refused {
+        assert!(
+            *status == 503 && text.contains("storage_unavailable"),
+            "{status} {text}"
+        );
+    }
     let fresh = finder_pg::PgFinder::open(
         &finder_pg::PgConfig::single(&db.url),
         finder_index::load_settings(&pg, None).unwrap(),
