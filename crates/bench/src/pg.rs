@@ -49,7 +49,10 @@ pub fn run_pg(options: &RunOptions, urls: &[String]) -> Result<Value> {
         names: Vec::new(),
         keep: options.keep,
     };
-    let mut config = PgConfig { shards: Vec::new() };
+    let mut config = PgConfig {
+        shards: Vec::new(),
+        tls_ca: None,
+    };
     for (i, url) in urls.iter().enumerate() {
         let name = format!("finder_bench_{}_{i}", std::process::id());
         let mut admin =

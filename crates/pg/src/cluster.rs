@@ -2,11 +2,18 @@
 //! which shard holds a source.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use finder_core::SourceKey;
+use postgres::config::{Host, SslMode};
 use postgres::types::ToSql;
-use postgres::{Client, NoTls, Row, Statement};
+use postgres::{Client, Row, Statement};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
 use serde::{Deserialize, Serialize};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::{db, PgError, Result};
 
@@ -29,6 +36,9 @@ pub struct ShardUrls {
 #[serde(deny_unknown_fields)]
 pub struct PgConfig {
     pub shards: Vec<ShardUrls>,
+    /// PEM certificates to trust besides the web's roots (`storage.tls_ca`): a private CA's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl PgConfig {
@@ -39,6 +49,7 @@ impl PgConfig {
                 write: url.to_string(),
                 read: Vec::new(),
             }],
+            tls_ca: None,
         }
     }
 
@@ -59,6 +70,7 @@ impl PgConfig {
                     read: storage.read_urls.get(i).cloned().unwrap_or_default(),
                 })
                 .collect(),
+            tls_ca: (!storage.tls_ca.is_empty()).then(|| PathBuf::from(&storage.tls_ca)),
         };
         config.validate()?;
         Ok(config)
@@ -95,16 +107,78 @@ pub fn shard_of(source: SourceKey, shards: usize) -> usize {
     (source.0 % shards as u64) as usize
 }
 
-/// Opens a connection (no TLS yet: loopback or a private network).
-pub(crate) fn connect(url: &str, shard: usize) -> Result<Client> {
-    Client::connect(url, NoTls).map_err(db(format!("shard {shard}: connecting")))
+/// How connections are secured: TLS by rustls, trusting the web's root certificates and
+/// those of `storage.tls_ca`, the server's name checked against its certificate.
+#[derive(Clone)]
+pub(crate) struct Tls(MakeRustlsConnect);
+
+impl Tls {
+    /// Trusts the web's roots and, when given, the PEM certificates in the file `ca`.
+    pub(crate) fn new(ca: Option<&Path>) -> Result<Tls> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        if let Some(ca) = ca {
+            let bad =
+                |why: String| PgError::Config(format!("storage.tls_ca ({}): {why}", ca.display()));
+            let certs = CertificateDer::pem_file_iter(ca)
+                .map_err(|e| bad(e.to_string()))?
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| bad(e.to_string()))?;
+            if certs.is_empty() {
+                return Err(bad("no PEM certificate in it".into()));
+            }
+            for cert in certs {
+                roots.add(cert).map_err(|e| bad(e.to_string()))?;
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| PgError::Config(format!("TLS: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Tls(MakeRustlsConnect::new(config)))
+    }
+}
+
+/// Whether TLS is required for `url`: `sslmode=disable` or `require` when it says so;
+/// otherwise (no `sslmode`, or `prefer`, which could fall back to the clear) off for a server
+/// on this machine (loopback addresses, `localhost`, Unix sockets) and required for any
+/// other, so that a password or a query never crosses a network in the clear by default.
+fn ssl_mode(config: &postgres::Config) -> SslMode {
+    match config.get_ssl_mode() {
+        SslMode::Prefer => {}
+        explicit => return explicit,
+    }
+    let local = config.get_hosts().iter().all(|host| match host {
+        Host::Tcp(name) => {
+            name == "localhost" || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        }
+        Host::Unix(_) => true,
+    });
+    if local {
+        SslMode::Disable
+    } else {
+        SslMode::Require
+    }
+}
+
+/// Opens a connection to `url`, over TLS as [`ssl_mode`] says.
+pub(crate) fn connect(url: &str, shard: usize, tls: &Tls) -> Result<Client> {
+    let mut config: postgres::Config = url
+        .parse()
+        .map_err(db(format!("shard {shard}: reading its URL")))?;
+    config.ssl_mode(ssl_mode(&config));
+    config
+        .connect(tls.0.clone())
+        .map_err(db(format!("shard {shard}: connecting")))
 }
 
 /// Connects to the first reachable URL of `urls`.
-pub(crate) fn connect_any(urls: &[&str], shard: usize) -> Result<Client> {
+pub(crate) fn connect_any(urls: &[&str], shard: usize, tls: &Tls) -> Result<Client> {
     let mut last = None;
     for url in urls {
-        match connect(url, shard) {
+        match connect(url, shard, tls) {
             Ok(c) => return Ok(c),
             Err(e) => last = Some(e),
         }
@@ -124,6 +198,7 @@ const POOL_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 pub(crate) struct ReadConnections {
     urls: Vec<String>,
     shard: usize,
+    tls: Tls,
 }
 
 pub(crate) type Pool = r2d2::Pool<ReadConnections>;
@@ -220,7 +295,7 @@ impl r2d2::ManageConnection for ReadConnections {
     fn connect(&self) -> Result<Conn> {
         let urls: Vec<&str> = self.urls.iter().map(String::as_str).collect();
         Ok(Conn {
-            client: Some(connect_any(&urls, self.shard)?),
+            client: Some(connect_any(&urls, self.shard, &self.tls)?),
             statements: HashMap::new(),
         })
     }
@@ -239,8 +314,9 @@ impl r2d2::ManageConnection for ReadConnections {
 
 /// The pool of shard `shard`'s read connections. None is made before the first query asks;
 /// a connection is not tested when taken (a query that finds it broken retries on a new one).
-pub(crate) fn read_pool(config: &PgConfig, shard: usize) -> Pool {
+pub(crate) fn read_pool(config: &PgConfig, shard: usize, tls: &Tls) -> Pool {
     let manager = ReadConnections {
+        tls: tls.clone(),
         urls: config
             .read_urls(shard)
             .into_iter()
@@ -301,6 +377,31 @@ mod tests {
     }
 
     #[test]
+    fn tls_is_required_off_this_machine_unless_the_url_says() {
+        let mode = |url: &str| ssl_mode(&url.parse().unwrap());
+        assert_eq!(mode("postgresql://u@127.0.0.1:5432/db"), SslMode::Disable);
+        assert_eq!(mode("postgresql://u@localhost/db"), SslMode::Disable);
+        assert_eq!(mode("postgresql://u@[::1]:5432/db"), SslMode::Disable);
+        assert_eq!(mode("postgresql://u@db.example.com/db"), SslMode::Require);
+        assert_eq!(mode("postgresql://u@10.0.0.7:5432/db"), SslMode::Require);
+        assert_eq!(
+            mode("postgresql://u@10.0.0.7/db?sslmode=disable"),
+            SslMode::Disable
+        );
+        assert_eq!(mode("host=10.0.0.7 sslmode = disable"), SslMode::Disable);
+        assert_eq!(
+            mode("postgresql://u@127.0.0.1/db?sslmode=require"),
+            SslMode::Require
+        );
+        // `prefer` could fall back to the clear: off this machine it is `require`.
+        assert_eq!(
+            mode("postgresql://u@db.example.com/db?sslmode=prefer"),
+            SslMode::Require
+        );
+        assert_eq!(mode("host=db.example.com user=u"), SslMode::Require);
+    }
+
+    #[test]
     fn sources_spread_over_shards_stably() {
         let key = finder_index::source_key("notes/a.md");
         assert_eq!(shard_of(key, 3), shard_of(key, 3));
@@ -314,7 +415,12 @@ mod tests {
 
     #[test]
     fn config_is_validated_and_reads_fall_back_to_the_primary() {
-        assert!(PgConfig { shards: vec![] }.validate().is_err());
+        assert!(PgConfig {
+            shards: vec![],
+            tls_ca: None
+        }
+        .validate()
+        .is_err());
         let c = PgConfig::single("postgresql://u@h/db");
         c.validate().unwrap();
         assert_eq!(c.read_urls(0), vec!["postgresql://u@h/db"]);
@@ -323,6 +429,7 @@ mod tests {
                 write: "w".into(),
                 read: vec!["r1".into(), "r2".into()],
             }],
+            tls_ca: None,
         };
         // The replicas in an order of the process's, then the primary as the last resort.
         let mut urls = r.read_urls(0);

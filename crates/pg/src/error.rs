@@ -57,8 +57,14 @@ impl PgError {
 /// down or refusing connections): the statement had no effect, and a new connection may
 /// succeed.
 pub(crate) fn lost(e: &postgres::Error) -> bool {
+    let io = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>());
+    // A TLS handshake that failed comes as an I/O error too, but it is the configuration's
+    // fault (an untrusted or misnamed certificate): trying again does not help.
+    let tls = io
+        .and_then(std::io::Error::get_ref)
+        .is_some_and(|inner| inner.is::<rustls::Error>());
     e.is_closed()
-        || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+        || (io.is_some() && !tls)
         || e.code()
             .is_some_and(|c| c.code().starts_with("57P") || c.code().starts_with("08"))
 }

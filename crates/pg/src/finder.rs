@@ -20,7 +20,7 @@ use finder_core::{
 };
 
 use crate::cluster::{
-    connect_any, read_pool, shard_of, take, Conn, PgConfig, Pool, Pooled, POOL_SIZE,
+    connect_any, read_pool, shard_of, take, Conn, PgConfig, Pool, Pooled, Tls, POOL_SIZE,
 };
 use crate::error::{db, lost, PgError, Result};
 use crate::graph;
@@ -63,10 +63,11 @@ impl PgFinder {
         let n = config.shards.len();
         // Connections made here only read what the shards hold; queries take theirs from
         // the pools.
+        let tls = Tls::new(config.tls_ca.as_deref())?;
         let mut clients = Vec::with_capacity(n);
         let mut records = Vec::with_capacity(n);
         for i in 0..n {
-            let mut client = connect_any(&config.read_urls(i), i)?;
+            let mut client = connect_any(&config.read_urls(i), i, &tls)?;
             let record = schema::read_meta(&mut client, i, n)?.ok_or(PgError::NotIndexed(i))?;
             if let Some(first) = records.first() {
                 let first: &RunRecord = first;
@@ -93,7 +94,7 @@ impl PgFinder {
         Ok(PgFinder {
             graph,
             graph_key,
-            conns: (0..n).map(|i| read_pool(config, i)).collect(),
+            conns: (0..n).map(|i| read_pool(config, i, &tls)).collect(),
             analyzers: Analyzers::new(
                 &settings.index.language,
                 records[0].analysis,

@@ -15,7 +15,7 @@ use finder_core::{Embed, EmbedBackend, Settings};
 use finder_index::{Admit, FragmentDoc, Problem, RunCounts, RunPlan, SourceDoc};
 use postgres::Transaction;
 
-use crate::cluster::{connect, shard_of, PgConfig};
+use crate::cluster::{connect, shard_of, PgConfig, Tls};
 use crate::error::{db, PgError, Result};
 use crate::graph;
 use crate::schema::{self, to_db, RunRecord, WHOLE_WORDS, WORDS};
@@ -71,9 +71,10 @@ pub fn index_inputs_with(
     config.validate()?;
     let embedder = embedder.filter(|_| settings.embed.backend != EmbedBackend::Precomputed);
     let n = config.shards.len();
+    let tls = Tls::new(config.tls_ca.as_deref())?;
     let mut clients = Vec::with_capacity(n);
     for (i, s) in config.shards.iter().enumerate() {
-        let mut client = connect(&s.write, i)?;
+        let mut client = connect(&s.write, i, &tls)?;
         // The DDL takes locks a running run holds too: it waits as long as the write lock.
         let limit = |sql: &str, client: &mut postgres::Client| {
             client

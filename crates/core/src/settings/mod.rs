@@ -128,6 +128,9 @@ pub struct StorageSettings {
     /// `postgres`: per shard, the streaming replicas queries read from (tried in turn, then
     /// the primary). Shorter than `urls` is fine.
     pub read_urls: Vec<Vec<String>>,
+    /// `postgres`: a PEM file of CA certificates to trust besides the web's roots (a private
+    /// CA), relative to the config file; empty for none.
+    pub tls_ca: String,
 }
 
 /// The stores.

@@ -86,6 +86,7 @@ pub const SETTINGS: &[Spec] = &[
     spec("storage.backend", Store, "embedded (the index folder) | postgres (PostgreSQL + pgvector)"),
     spec("storage.urls", Store, "postgres: one connection URL per shard, in a fixed order"),
     spec("storage.read_urls", Store, "postgres: per shard, the replicas queries read from"),
+    spec("storage.tls_ca", Store, "postgres: PEM certificates to trust besides the web's roots"),
     spec("lexical.enabled", Query, "the BM25 list; off only for ablations"),
     ranged("lexical.k1", Query, 0.0, 3.0, "BM25 term-frequency saturation"),
     ranged("lexical.b", Query, 0.0, 1.0, "BM25 length normalisation"),

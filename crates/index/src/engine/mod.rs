@@ -46,7 +46,17 @@ pub fn load_settings(index_dir: &Path, config: Option<&Path>) -> Result<Settings
         path: path.clone(),
         source,
     })?;
-    Ok(Settings::from_toml(&text, &path.display().to_string())?)
+    let mut settings = Settings::from_toml(&text, &path.display().to_string())?;
+    // A relative certificate file is the config file's neighbour, wherever finder runs.
+    let ca = Path::new(&settings.storage.tls_ca);
+    if let (false, true, Some(folder)) = (
+        settings.storage.tls_ca.is_empty(),
+        ca.is_relative(),
+        path.parent(),
+    ) {
+        settings.storage.tls_ca = folder.join(ca).display().to_string();
+    }
+    Ok(settings)
 }
 
 /// The query-side embedding model.

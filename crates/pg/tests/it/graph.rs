@@ -112,6 +112,7 @@ fn graph_boost_matches_the_embedded_engine_and_spans_shards() {
                 read: Vec::new(),
             },
         ],
+        tls_ca: None,
     };
     let run_one = finder_pg::index_inputs(&one, &inputs, &settings).unwrap();
     let run_two = finder_pg::index_inputs(&two, &inputs, &settings).unwrap();

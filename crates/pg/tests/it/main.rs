@@ -5,3 +5,4 @@ mod parity;
 mod replica;
 mod shards;
 mod support;
+mod tls;

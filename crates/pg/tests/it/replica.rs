@@ -63,6 +63,7 @@ fn queries_read_from_a_streaming_replica() {
             write: db.url.clone(),
             read: vec![read_url.clone()],
         }],
+        tls_ca: None,
     };
     finder_pg::index_inputs(&replicated, std::slice::from_ref(&notes), &settings).unwrap();
     wait_for_replay(&db.url, &read_url);
@@ -124,6 +125,7 @@ fn queries_move_off_a_replica_that_goes_away() {
             write: db.url.clone(),
             read: vec![read_url.clone()],
         }],
+        tls_ca: None,
     };
     finder_pg::index_inputs(&config, std::slice::from_ref(&notes), &settings).unwrap();
     wait_for_replay(&db.url, &read_url);

@@ -67,6 +67,7 @@ fn two_shards_rank_as_one_database() {
                 read: vec![],
             },
         ],
+        tls_ca: None,
     };
     let r1 = finder_pg::index_inputs(&one, &inputs, &settings).unwrap();
     let r2 = finder_pg::index_inputs(&two, &inputs, &settings).unwrap();
@@ -100,6 +101,7 @@ fn two_shards_rank_as_one_database() {
     // Shards listed in another order are refused, not silently mixed up.
     let swapped = PgConfig {
         shards: vec![two.shards[1].clone(), two.shards[0].clone()],
+        tls_ca: None,
     };
     let err = PgFinder::open(&swapped, settings.clone())
         .err()
