@@ -34,8 +34,8 @@ pub use model::{
     Channel, Envelope, Extent, FragmentKey, Query, RankedList, ScoredFragment, SourceKey,
 };
 pub use pipeline::{
-    search, search_with, ChannelOutcome, FragmentMeta, GraphState, Retriever, SourceView,
-    BOOST_STAGE,
+    retrieve_each, search, search_with, timed, ChannelOutcome, FragmentMeta, GraphState, Retriever,
+    SourceView, Timed, BOOST_STAGE,
 };
 pub use refine::{
     content_tokens, parse_date, parse_date_bound, Attr, Extensions, Interaction, PluginHit,
@@ -47,7 +47,7 @@ pub use rollup::rollup;
 pub use script::{is_cjk, is_cyrillic, non_latin_script};
 pub use settings::{
     EmbedBackend, EmbedSettings, IndexSettings, LexicalSettings, Settings, StorageBackend,
-    StorageSettings, TrigramMode, DEFAULT_FRAGMENT_MAX_CHARS, LANGUAGES,
+    StorageSettings, TrigramMode, VectorSettings, DEFAULT_FRAGMENT_MAX_CHARS, LANGUAGES,
 };
 
 /// A hash map for the query path's keys (fragment and source keys are hashes already, so

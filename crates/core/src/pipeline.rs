@@ -52,6 +52,36 @@ pub struct SourceView {
     pub summary: String,
 }
 
+/// What a piece of work returned, with its wall time in milliseconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timed<T> {
+    pub value: T,
+    pub ms: f64,
+}
+
+/// Runs `f` and times it; an error passes through untimed.
+pub fn timed<T, E>(f: impl FnOnce() -> Result<T, E>) -> Result<Timed<T>, E> {
+    let started = Instant::now();
+    let value = f()?;
+    Ok(Timed {
+        value,
+        ms: started.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+/// Runs each asked channel of `store` in turn, timed: [`Retriever::retrieve_all`]'s default.
+pub fn retrieve_each<R: Retriever + ?Sized>(
+    store: &R,
+    asked: &[(Channel, usize)],
+    query: &Query,
+    settings: &Settings,
+) -> Result<Vec<Timed<ChannelOutcome>>, R::Error> {
+    asked
+        .iter()
+        .map(|&(channel, depth)| timed(|| store.retrieve(channel, query, settings, depth)))
+        .collect()
+}
+
 /// The seam between the pipeline and storage.
 pub trait Retriever {
     type Error;
@@ -68,6 +98,18 @@ pub trait Retriever {
         settings: &Settings,
         depth: usize,
     ) -> Result<ChannelOutcome, Self::Error>;
+
+    /// Runs each asked channel (with its depth) and says how long each took, in the order
+    /// asked. The default runs them one after the other; a store whose channels wait on the
+    /// network runs them at once, so their times overlap.
+    fn retrieve_all(
+        &self,
+        asked: &[(Channel, usize)],
+        query: &Query,
+        settings: &Settings,
+    ) -> Result<Vec<Timed<ChannelOutcome>>, Self::Error> {
+        retrieve_each(self, asked, query, settings)
+    }
 
     /// Looks up fragments; unknown ones come back as `None`.
     fn fragment_meta(
@@ -167,6 +209,19 @@ impl Stopwatch {
             ms,
         });
         ms
+    }
+
+    /// Records `ms` under `stage`, measured by the caller (stages that ran at once).
+    pub fn record(&mut self, stage: &str, ms: f64) {
+        self.stages.push(StageTime {
+            stage: stage.to_string(),
+            ms,
+        });
+    }
+
+    /// Starts the next lap now: the time since the last one is in stages already recorded.
+    pub fn skip(&mut self) {
+        self.last = Instant::now();
     }
 
     pub fn finish(self) -> (Vec<StageTime>, f64) {
@@ -373,13 +428,23 @@ pub fn search_with<R: Retriever>(
         let mut reports = Vec::new();
         let mut truncated = false;
         let mut deepest = 0;
-        for channel in store.channels() {
-            let depth = base_depth(settings, settings.list_size(channel))
-                .saturating_mul(1 << level.min(16))
-                .min(MAX_DEPTH);
-            let outcome = store.retrieve(channel, request, settings, depth)?;
-            let ms = watch.lap(channel.name());
-            let (status, reason, hits) = match outcome {
+        let asked: Vec<(Channel, usize)> = store
+            .channels()
+            .into_iter()
+            .map(|channel| {
+                let depth = base_depth(settings, settings.list_size(channel))
+                    .saturating_mul(1 << level.min(16))
+                    .min(MAX_DEPTH);
+                (channel, depth)
+            })
+            .collect();
+        let outcomes = store.retrieve_all(&asked, request, settings)?;
+        watch.skip();
+        for (&(channel, depth), outcome) in asked.iter().zip(outcomes) {
+            // A channel's time is its own run plus its restriction below: channels a store
+            // ran at once overlap, so their times may add up to more than the stage's.
+            let restricting = Instant::now();
+            let (status, reason, hits) = match outcome.value {
                 ChannelOutcome::Ran(list) => {
                     truncated |= list.hits.len() >= depth;
                     deepest = deepest.max(list.hits.len());
@@ -393,6 +458,8 @@ pub fn search_with<R: Retriever>(
                 ChannelOutcome::Skipped(why) => (ChannelStatus::Skipped, Some(why), 0),
                 ChannelOutcome::Degraded(why) => (ChannelStatus::Degraded, Some(why), 0),
             };
+            let ms = outcome.ms + restricting.elapsed().as_secs_f64() * 1e3;
+            watch.record(channel.name(), ms);
             reports.push(ChannelReport {
                 channel,
                 status,
@@ -401,6 +468,7 @@ pub fn search_with<R: Retriever>(
                 ms,
             });
         }
+        watch.skip();
 
         if !like.is_empty() {
             lists.push(RankedList::new(
@@ -490,13 +558,8 @@ pub fn search_with<R: Retriever>(
         }
         level += 1;
     };
-    let (page, facets, refine_report) = refiner.page(store, offset, limit)?;
-    let shown: Vec<FragmentKey> = page
-        .iter()
-        .flat_map(|(_, e)| e.fragments.iter().take(settings.finder.max_hints))
-        .map(|&(fragment, _)| fragment)
-        .collect();
-    store.prefetch(&[], &shown)?;
+    let (page, facets, refine_report) =
+        refiner.page(store, offset, limit, settings.finder.max_hints)?;
     let mut hits = Vec::with_capacity(page.len());
     for (i, entry) in page {
         let mut hints = Vec::new();

@@ -130,7 +130,8 @@ pub struct BoostDiagnostics {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Diagnostics {
     pub channels: Vec<ChannelReport>,
-    /// Stages in the order they ran.
+    /// Stages in the pipeline's order, each with its own time; channels a store ran at once
+    /// overlap, so their times may add up to more than the query's.
     pub stages: Vec<StageTime>,
     pub total_ms: f64,
     /// Fragments that entered fusion.

@@ -239,15 +239,6 @@ impl Conn {
         self.client().query(&statement, params)
     }
 
-    pub(crate) fn query_one(
-        &mut self,
-        sql: &str,
-        params: Params<'_>,
-    ) -> std::result::Result<Row, postgres::Error> {
-        let statement = self.statement(sql)?;
-        self.client().query_one(&statement, params)
-    }
-
     pub(crate) fn query_opt(
         &mut self,
         sql: &str,

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use finder_core::{
-    bm25_idf, Channel, ChannelOutcome, Embed, EmbedBackend, Extent, FragmentKey, FragmentMeta,
-    GraphState, Query, RankedList, Retriever, ScoredFragment, SearchResponse, Settings, SourceKey,
-    SourceView, StageTime,
+    bm25_idf, timed, Channel, ChannelOutcome, Embed, EmbedBackend, Extent, FragmentKey,
+    FragmentMeta, GraphState, Query, RankedList, Retriever, ScoredFragment, SearchResponse,
+    Settings, SourceKey, SourceView, StageTime, Timed,
 };
 
 use crate::cluster::{
@@ -53,6 +53,9 @@ pub struct PgFinder {
     graph_key: Option<String>,
     /// The relation graph as of open (`Ok(None)`: none stored; `Err`: unusable, with why).
     graph: std::result::Result<Option<finder_index::graph::LoadedGraph>, String>,
+    /// Per shard, whether its vector list is an exact scan rather than an HNSW walk
+    /// ([`search::EXACT_SCAN_MAX`]).
+    exact: Vec<bool>,
 }
 
 impl PgFinder {
@@ -92,6 +95,10 @@ impl PgFinder {
         let graph_key = graph::stored_key(&mut clients[graph::GRAPH_SHARD])?;
         let graph = graph::load(&mut clients[graph::GRAPH_SHARD], &key);
         Ok(PgFinder {
+            exact: records
+                .iter()
+                .map(|r| r.fragments <= search::EXACT_SCAN_MAX)
+                .collect(),
             graph,
             graph_key,
             conns: (0..n).map(|i| read_pool(config, i, &tls)).collect(),
@@ -179,11 +186,23 @@ impl PgFinder {
     /// connection the server closed under it (a replica gone, a restart) runs once more on
     /// new connections: reads have no effect, so nothing is done twice.
     pub fn query(&self, request: &Query, settings: &Settings) -> Result<SearchResponse> {
-        let run = self.begin(request.vector.clone())?;
+        // On one shard the lexical and vector lists run at once (`retrieve_all`), on two
+        // connections reading the snapshot exported as the query begins. Over several shards
+        // each list already keeps every shard busy: they run in turn there
+        // (docs/perf/pg-lists-at-once.md).
+        let searches_vectors = request.vector.is_some()
+            || request.like.is_some()
+            || matches!(self.semantic, Semantic::Ready(_));
+        let share = self.conns.len() == 1
+            && settings.lexical.enabled
+            && settings.vector.enabled
+            && self.records[0].dim.is_some()
+            && searches_vectors;
+        let run = self.begin(request.vector.clone(), share)?;
         match finder_core::search_with(&run, request, settings, &self.extensions) {
             Err(PgError::Db { source, .. }) if lost(&source) => {
                 drop(run);
-                let run = self.begin(request.vector.clone())?;
+                let run = self.begin(request.vector.clone(), share)?;
                 finder_core::search_with(&run, request, settings, &self.extensions)
             }
             other => other,
@@ -200,14 +219,14 @@ impl PgFinder {
 
     /// A source by id, as hits show it.
     pub fn source(&self, id: &str) -> Result<Option<SourceView>> {
-        let run = self.begin(None)?;
+        let run = self.begin(None, false)?;
         Retriever::source(&run, finder_index::source_key(id))
     }
 
     /// The source `id` with its passages in source order, as `finder get` shows them; `None`
     /// when no shard holds it.
     pub fn source_text(&self, id: &str) -> Result<Option<finder_index::SourceText>> {
-        let run = self.begin(None)?;
+        let run = self.begin(None, false)?;
         let key = finder_index::source_key(id);
         // Two ids could share a key; the stored id settles it.
         let Some(view) = Retriever::source(&run, key)?.filter(|v| v.id == id) else {
@@ -247,7 +266,7 @@ impl PgFinder {
 
     /// Each shard's generation and the stored graph's key, read now (one snapshot per shard).
     pub fn read_state(&self) -> Result<(Vec<u64>, Option<String>)> {
-        let run = self.begin(None)?;
+        let run = self.begin(None, false)?;
         let records = run.records()?;
         let key = run.on(graph::GRAPH_SHARD, |c| graph::stored_key(c.client()))?;
         Ok((records.iter().map(|r| r.generation).collect(), key))
@@ -255,7 +274,7 @@ impl PgFinder {
 
     /// What each shard's last run recorded, read now (not as of open).
     pub fn read_records(&self) -> Result<Vec<RunRecord>> {
-        self.begin(None)?.records()
+        self.begin(None, false)?.records()
     }
 
     /// The attached embedding model, when one is ready (index runs through the node embed
@@ -271,29 +290,50 @@ impl PgFinder {
     /// deadlock) and opens the query's snapshot on each. A connection the server dropped (a
     /// replica gone, a restart) is replaced by a new one, which goes to the first read URL
     /// that answers.
-    fn begin(&self, vector: Option<Vec<f32>>) -> Result<PgQuery<'_>> {
-        const BEGIN: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+    fn begin(&self, vector: Option<Vec<f32>>, mut share: bool) -> Result<PgQuery<'_>> {
         let mut guards: Vec<Pooled> = Vec::with_capacity(self.conns.len());
+        let mut snapshots = Vec::new();
         for (i, pool) in self.conns.iter().enumerate() {
             // Idle connections to a server that went away fail here one by one, and the pool
             // drops each (broken); then a new one goes to the first URL that answers.
             let mut tries = 0;
             let conn = loop {
                 let failed = match take(pool, i) {
-                    Ok(mut conn) => match conn.batch_execute(BEGIN) {
-                        Ok(()) => break conn,
-                        Err(e) if lost(&e) && tries < POOL_SIZE => {
-                            tries += 1;
-                            continue;
+                    Ok(mut conn) => {
+                        let begin = match share {
+                            true => format!("{BEGIN}; SELECT pg_export_snapshot()"),
+                            false => BEGIN.to_string(),
+                        };
+                        match conn.client().simple_query(&begin) {
+                            Ok(messages) => {
+                                snapshots.extend(messages.iter().find_map(|m| match m {
+                                    postgres::SimpleQueryMessage::Row(row) => {
+                                        row.get(0).map(str::to_string)
+                                    }
+                                    _ => None,
+                                }));
+                                break conn;
+                            }
+                            Err(e) if lost(&e) && tries < POOL_SIZE => {
+                                tries += 1;
+                                continue;
+                            }
+                            Err(_) if share => {
+                                // No snapshot to share here: the lists run in turn.
+                                roll_back(std::slice::from_mut(&mut conn));
+                                share = false;
+                                continue;
+                            }
+                            Err(e) => {
+                                roll_back(std::slice::from_mut(&mut conn));
+                                db(format!("shard {i}: opening the query's snapshot"))(e)
+                            }
                         }
-                        Err(e) => db(format!("shard {i}: opening the query's snapshot"))(e),
-                    },
+                    }
                     Err(e) => e,
                 };
                 // The shards already begun go back to their pools idle, not in a transaction.
-                for conn in &mut guards {
-                    let _ = conn.batch_execute("ROLLBACK");
-                }
+                roll_back(&mut guards);
                 return Err(failed);
             };
             guards.push(conn);
@@ -307,6 +347,7 @@ impl PgFinder {
             extra: RefCell::new(Vec::new()),
             vector,
             expanded: std::cell::Cell::new(None),
+            snapshots: (share && snapshots.len() == self.conns.len()).then_some(snapshots),
         })
     }
 }
@@ -323,13 +364,24 @@ struct PgQuery<'a> {
     vector: Option<Vec<f32>>,
     /// What the trigram channel expanded for the lexical list: query words, indexed words.
     expanded: std::cell::Cell<Option<(usize, usize)>>,
+    /// Each shard's snapshot, exported for connections beside the query's own.
+    snapshots: Option<Vec<String>>,
 }
 
 impl Drop for PgQuery<'_> {
     fn drop(&mut self) {
-        for conn in self.conns.get_mut().iter_mut() {
-            let _ = conn.batch_execute("ROLLBACK");
-        }
+        roll_back(self.conns.get_mut());
+    }
+}
+
+/// How a query's read transaction begins on each shard: one snapshot, no writes.
+const BEGIN: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+
+/// Ends each connection's transaction, so it goes back to its pool idle (a broken one is
+/// dropped by the pool).
+fn roll_back(conns: &mut [Pooled]) {
+    for conn in conns {
+        let _ = conn.batch_execute("ROLLBACK");
     }
 }
 
@@ -340,25 +392,7 @@ impl PgQuery<'_> {
 
     /// Runs `f` on every shard, in parallel when there are several.
     fn fan_out<T: Send>(&self, f: impl Fn(usize, &mut Conn) -> Result<T> + Sync) -> Result<Vec<T>> {
-        let mut conns = self.conns.borrow_mut();
-        if conns.len() == 1 {
-            return Ok(vec![f(0, &mut conns[0])?]);
-        }
-        let f = &f;
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = conns
-                .iter_mut()
-                .enumerate()
-                .map(|(i, c)| {
-                    let client: &mut Conn = c;
-                    scope.spawn(move || f(i, client))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("shard query thread panicked"))
-                .collect()
-        })
+        fan_out(&mut self.conns.borrow_mut(), f)
     }
 
     /// Each shard's run record in this snapshot.
@@ -434,6 +468,7 @@ impl PgQuery<'_> {
 
     /// The lexical list: BM25 over the stemmed words plus the trigram channel's expansions,
     /// scored as the embedded index scores them (each term with its own field's statistics).
+    /// Two statements per shard: the terms' statistics and expansions, then the list.
     fn bm25(&self, query: &str, settings: &Settings, depth: usize) -> Result<ChannelOutcome> {
         let mut analyzers = self.finder.analyzers.clone();
         // Each distinct word once, as the embedded index weighs them (`query_terms`).
@@ -443,43 +478,54 @@ impl PgQuery<'_> {
         for (_, analyzer) in &mut analyzers.detected {
             passes.push(finder_index::testing::analyze(analyzer, query));
         }
-        let mut terms: Vec<(i16, String, f32)> =
-            finder_core::query_term_weights(&passes, settings.lexical.k3)
-                .into_iter()
-                .map(|(t, weight)| (WORDS, t, weight))
-                .collect();
-        terms.extend(self.expansions(query, settings)?);
-        if terms.is_empty() {
+        let words = finder_core::query_term_weights(&passes, settings.lexical.k3);
+        let expanding = match self.finder.settings.index.trigrams {
+            true => finder_index::expand::expansion_words(query, settings.lexical.trigram),
+            false => Vec::new(),
+        };
+        if words.is_empty() && expanding.is_empty() {
             return Ok(ChannelOutcome::Skipped(
                 "the query has no searchable terms".into(),
             ));
         }
-        let (mut fields, mut live, mut weights, mut avgs) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for field in [WORDS, WHOLE_WORDS] {
-            let of_field: Vec<&(i16, String, f32)> =
-                terms.iter().filter(|(f, _, _)| *f == field).collect();
-            if of_field.is_empty() {
-                continue;
-            }
-            let names: Vec<String> = of_field.iter().map(|(_, t, _)| t.clone()).collect();
-            let mut global = Stats::default();
-            for s in self.fan_out(|i, c| search::stats(c, i, field, &names))? {
-                global.add(&s);
-            }
-            // The embedded scorer's constants: IDF over all fragments, average length over them.
-            let avg_len = if global.docs == 0 {
+        let names: Vec<String> = words.iter().map(|(t, _)| t.clone()).collect();
+        let asked: Vec<&str> = expanding.iter().map(|(w, _)| w.as_str()).collect();
+        let cap = settings.lexical.trigram_expansions;
+        let per_shard = self.fan_out(|i, c| search::terms(c, i, &names, &asked, cap))?;
+        let (mut stemmed, mut whole) = (Stats::default(), Stats::default());
+        for shard in &per_shard {
+            stemmed.add(&shard.words);
+            whole.add(&shard.whole);
+        }
+        let expansions = self.expansions(&expanding, &per_shard, settings);
+        if words.is_empty() && expansions.is_empty() {
+            return Ok(ChannelOutcome::Skipped(
+                "the query has no searchable terms".into(),
+            ));
+        }
+        // The embedded scorer's constants: IDF over all fragments, average length over them.
+        let avg_len = |stats: &Stats| {
+            if stats.docs == 0 {
                 1.0
             } else {
-                (global.tokens as f32 / global.docs as f32).max(f32::MIN_POSITIVE)
-            };
-            for ((_, term, w), df) in of_field.into_iter().zip(&global.df) {
-                if *df > 0 {
-                    fields.push(field);
-                    live.push(term.clone());
-                    weights.push(f64::from(bm25_idf(global.docs, *df) * *w));
-                    avgs.push(f64::from(avg_len));
-                }
+                (stats.tokens as f32 / stats.docs as f32).max(f32::MIN_POSITIVE)
+            }
+        };
+        let (mut fields, mut live, mut weights, mut avgs) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let stemmed_terms = words
+            .into_iter()
+            .zip(stemmed.df.iter().copied())
+            .map(|((term, w), df)| (WORDS, term, w, df, &stemmed));
+        let whole_terms = expansions
+            .into_iter()
+            .map(|(term, w, df)| (WHOLE_WORDS, term, w, df, &whole));
+        for (field, term, w, df, stats) in stemmed_terms.chain(whole_terms) {
+            if df > 0 {
+                fields.push(field);
+                live.push(term);
+                weights.push(f64::from(bm25_idf(stats.docs, df) * w));
+                avgs.push(f64::from(avg_len(stats)));
             }
         }
         if live.is_empty() {
@@ -492,34 +538,53 @@ impl PgQuery<'_> {
     }
 
     /// The trigram channel's terms for `query`: each expanded word's indexed words that hold
-    /// it (from every shard's term statistics), picked and weighted as the embedded index does.
-    fn expansions(&self, query: &str, settings: &Settings) -> Result<Vec<(i16, String, f32)>> {
-        let words = finder_index::expand::expansion_words(query, settings.lexical.trigram);
-        if words.is_empty() || !self.finder.settings.index.trigrams {
-            return Ok(Vec::new());
+    /// it (from every shard's candidates), picked and weighted as the embedded index does,
+    /// with their global document frequencies.
+    fn expansions(
+        &self,
+        expanding: &[(String, u32)],
+        per_shard: &[search::ShardTerms],
+        settings: &Settings,
+    ) -> Vec<(String, f32, u64)> {
+        if expanding.is_empty() {
+            return Vec::new();
+        }
+        // A word's global frequency: the sum of each shard's (a shard lists a word once per
+        // expanded query word that it holds, with the same frequency).
+        let mut df: HashMap<&str, u64> = HashMap::new();
+        for shard in per_shard {
+            let mut seen: HashMap<&str, u64> = HashMap::new();
+            for (term, n) in shard.held.iter().flatten() {
+                seen.insert(term, *n);
+            }
+            for (term, n) in seen {
+                *df.entry(term).or_default() += n;
+            }
         }
         let cap = settings.lexical.trigram_expansions;
-        let mut out: Vec<(i16, String, f32)> = Vec::new();
+        let mut out: Vec<(String, f32, u64)> = Vec::new();
         let mut at: HashMap<String, usize> = HashMap::new();
-        let asked: Vec<&str> = words.iter().map(|(w, _)| w.as_str()).collect();
-        let per_shard = self.fan_out(|i, c| search::holding(c, i, &asked, cap))?;
-        for (at_word, (word, n)) in words.iter().enumerate() {
-            let found: Vec<&String> = per_shard.iter().flat_map(|s| &s[at_word]).collect();
-            let candidates: Vec<&[u8]> = found.iter().map(|t| t.as_bytes()).collect();
+        for (at_word, (word, n)) in expanding.iter().enumerate() {
+            let candidates: Vec<&[u8]> = per_shard
+                .iter()
+                .flat_map(|s| &s.held[at_word])
+                .map(|(t, _)| t.as_bytes())
+                .collect();
             for term in finder_index::expand::pick_expansions(word, candidates, cap) {
                 let w = finder_index::expand::expansion_weight(word, term, *n, &settings.lexical);
                 let term = String::from_utf8_lossy(term).into_owned();
                 match at.get(&term) {
-                    Some(&i) => out[i].2 += w,
+                    Some(&i) => out[i].1 += w,
                     None => {
                         at.insert(term.clone(), out.len());
-                        out.push((WHOLE_WORDS, term, w));
+                        let n = df.get(term.as_str()).copied().unwrap_or(0);
+                        out.push((term, w, n));
                     }
                 }
             }
         }
-        self.expanded.set(Some((words.len(), out.len())));
-        Ok(out)
+        self.expanded.set(Some((expanding.len(), out.len())));
+        out
     }
 
     /// What the trigram channel reports for `query` (its expansions joined the lexical list).
@@ -538,10 +603,12 @@ impl PgQuery<'_> {
         self.finder.records[0].dim
     }
 
-    fn vector(&self, request: &Query, settings: &Settings, depth: usize) -> Result<ChannelOutcome> {
-        let degraded = |why: String| Ok(ChannelOutcome::Degraded(why));
+    /// What the vector channel will search with for `request`, or why it will not search.
+    fn probe(&self, request: &Query, settings: &Settings) -> Result<Probe> {
+        let degraded = |why: String| Ok(Probe::Outcome(ChannelOutcome::Degraded(why)));
+        let skipped = |why: &str| Ok(Probe::Outcome(ChannelOutcome::Skipped(why.into())));
         if !settings.vector.enabled {
-            return Ok(ChannelOutcome::Skipped("vector.enabled = false".into()));
+            return skipped("vector.enabled = false");
         }
         let Some(dim) = self.dim() else {
             return degraded(
@@ -557,11 +624,9 @@ impl PgQuery<'_> {
                 }
             }
             if sum.iter().any(|&x| x != 0.0) {
-                return self.nearest(&sum, settings, depth);
+                return Ok(Probe::Vector(sum));
             }
-            return Ok(ChannelOutcome::Skipped(
-                "the target source has no vectors".into(),
-            ));
+            return skipped("the target source has no vectors");
         }
         if let Some(given) = &self.vector {
             if given.len() != dim {
@@ -570,51 +635,105 @@ impl PgQuery<'_> {
                     given.len()
                 ));
             }
-            return self.nearest(given, settings, depth);
+            return Ok(Probe::Vector(given.clone()));
         }
-        let embedder = match &self.finder.semantic {
-            Semantic::Off => return Ok(ChannelOutcome::Skipped("embed.backend = \"none\"".into())),
+        match &self.finder.semantic {
+            Semantic::Off => skipped("embed.backend = \"none\""),
             Semantic::Detached if settings.embed.backend == EmbedBackend::None => {
-                return Ok(ChannelOutcome::Skipped("embed.backend = \"none\"".into()))
+                skipped("embed.backend = \"none\"")
             }
-            Semantic::Detached => {
-                return degraded("no embedding model attached to this reader".into())
-            }
-            Semantic::Unavailable(reason) => return degraded(reason.clone()),
-            Semantic::Ready(e) => Arc::clone(e),
-        };
-        if request.text.trim().is_empty() {
-            return Ok(ChannelOutcome::Skipped("the query is empty".into()));
-        }
-        let started = Instant::now();
-        let timeout = Duration::from_millis(settings.vector.query_embed_timeout_ms);
-        let embedded = finder_core::embed_with_timeout(embedder, request.text.clone(), timeout);
-        self.extra.borrow_mut().push(StageTime {
-            stage: "vector.embed".into(),
-            ms: started.elapsed().as_secs_f64() * 1e3,
-        });
-        match embedded {
-            Ok(v) if v.len() == dim => self.nearest(&v, settings, depth),
-            Ok(v) => degraded(format!(
-                "the model returned {} dimensions, the index has {dim}",
-                v.len()
-            )),
-            Err(reason) => degraded(reason),
+            Semantic::Detached => degraded("no embedding model attached to this reader".into()),
+            Semantic::Unavailable(reason) => degraded(reason.clone()),
+            Semantic::Ready(_) if request.text.trim().is_empty() => skipped("the query is empty"),
+            Semantic::Ready(e) => Ok(Probe::Embed(Arc::clone(e), dim)),
         }
     }
 
-    /// Nearest fragments over all shards: each shard's HNSW window (half again as wide as
-    /// `depth`, as in the embedded index), exact cosine, cut at `max_vector_distance`.
+    fn vector(&self, request: &Query, settings: &Settings, depth: usize) -> Result<ChannelOutcome> {
+        let (vector, stage) = self
+            .probe(request, settings)?
+            .vector(&request.text, settings);
+        self.extra.borrow_mut().extend(stage);
+        match vector {
+            Ok(v) => self.nearest(&v, settings, depth),
+            Err(outcome) => Ok(outcome),
+        }
+    }
+
+    /// Nearest fragments over all shards: each shard's window (half again as wide as `depth`,
+    /// as in the embedded index), exact cosine, cut at `max_vector_distance`.
     fn nearest(&self, vector: &[f32], settings: &Settings, depth: usize) -> Result<ChannelOutcome> {
-        let v = &settings.vector;
         let text = crate::writer::vector_text(vector);
-        let window = depth + depth / 2;
-        let lists = self.fan_out(|i, c| {
-            let mut found = search::nearest(c, i, &text, window, v.ef_search)?;
-            found.retain(|f| 1.0 - f.score <= v.max_vector_distance);
-            Ok(found)
-        })?;
+        let lists = nearest_lists(
+            &mut self.conns.borrow_mut(),
+            &self.finder.exact,
+            &text,
+            &settings.vector,
+            window(depth),
+        )?;
         Ok(self.merge(Channel::Vector, lists, depth))
+    }
+
+    /// The lexical and the vector channel at once: the query embedding and the vector search
+    /// (on connections of their own, reading the query's snapshot) run beside the other
+    /// channels, which run in turn on the query's connections. Without free connections, the
+    /// vector search runs after them, the embedding still beside them.
+    fn retrieve_beside(
+        &self,
+        asked: &[(Channel, usize)],
+        at: usize,
+        request: &Query,
+        settings: &Settings,
+    ) -> Result<Vec<Timed<ChannelOutcome>>> {
+        let probed = timed(|| self.probe(request, settings))?;
+        let depth = asked[at].1;
+        let rest: Vec<(Channel, usize)> = [&asked[..at], &asked[at + 1..]].concat();
+        let others = || finder_core::retrieve_each(self, &rest, request, settings);
+        let (others, vector) = match probed.value {
+            Probe::Outcome(outcome) => (
+                others(),
+                Timed {
+                    value: outcome,
+                    ms: probed.ms,
+                },
+            ),
+            probe => {
+                let snapshots = self.snapshots.as_deref();
+                let (pools, exact) = (&self.finder.conns, &self.finder.exact);
+                let (others, (vector, stage, lists, took)) = std::thread::scope(|scope| {
+                    let beside = scope.spawn(move || {
+                        let started = Instant::now();
+                        let (vector, stage) = probe.vector(&request.text, settings);
+                        let lists = vector.as_ref().ok().and_then(|v| {
+                            let mut aside = Aside::open(pools, snapshots?)?;
+                            let text = crate::writer::vector_text(v);
+                            let (vs, window) = (&settings.vector, window(depth));
+                            nearest_lists(&mut aside.0, exact, &text, vs, window).ok()
+                        });
+                        (vector, stage, lists, started.elapsed())
+                    });
+                    let others = others();
+                    (
+                        others,
+                        beside.join().expect("vector search thread panicked"),
+                    )
+                });
+                self.extra.borrow_mut().extend(stage);
+                let started = Instant::now();
+                let outcome = match (vector, lists) {
+                    (Err(outcome), _) => outcome,
+                    (Ok(_), Some(lists)) => self.merge(Channel::Vector, lists, depth),
+                    // No connection free beside the others, or one that could not read the
+                    // snapshot: the search runs on the query's own.
+                    (Ok(v), None) => self.nearest(&v, settings, depth)?,
+                };
+                let ms = probed.ms + (took + started.elapsed()).as_secs_f64() * 1e3;
+                (others, Timed { value: outcome, ms })
+            }
+        };
+        let mut outcomes = others?;
+        outcomes.insert(at, vector);
+        Ok(outcomes)
     }
 
     /// Body and extent of a fragment.
@@ -636,79 +755,182 @@ impl PgQuery<'_> {
         Ok(row.map(|r| body_of(&r)))
     }
 
-    /// Reads the views of `sources` into `views`, one statement per shard.
-    fn prefetch_sources(&self, sources: &[SourceKey]) -> Result<()> {
-        let mut by_shard = vec![Vec::new(); self.shards()];
-        for s in sources {
-            by_shard[shard_of(*s, self.shards())].push(to_db(s.0));
-        }
-        let rows = self.rows_by_keys(
-            &by_shard,
-            "SELECT skey, id, envelope, summary FROM finder_sources WHERE skey = ANY($1)",
-            "the page's sources",
-        )?;
-        let mut views = self.views.borrow_mut();
-        for s in sources {
-            views.insert(*s, None);
-        }
-        for (shard, row) in rows {
-            let key = SourceKey(schema::from_db(row.get(0)));
-            views.insert(key, Some(view_of(&row, 1, shard)?));
-        }
-        Ok(())
-    }
-
-    /// Reads the bodies of `fragments` into `bodies`, one statement per shard.
-    fn prefetch_bodies(&self, fragments: &[FragmentKey]) -> Result<()> {
+    /// Reads the views of `sources` into `views` and the bodies of `fragments` into
+    /// `bodies`: one statement per shard for both.
+    fn prefetch_page(&self, sources: &[SourceKey], fragments: &[FragmentKey]) -> Result<()> {
         self.lookup_many(fragments)?;
-        let mut by_shard = vec![Vec::new(); self.shards()];
+        let n = self.shards();
+        let (mut source_keys, mut fragment_keys) = (vec![Vec::new(); n], vec![Vec::new(); n]);
+        for s in sources {
+            source_keys[shard_of(*s, n)].push(to_db(s.0));
+        }
         {
             let seen = self.seen.borrow();
             for f in fragments {
                 if let Some(meta) = seen.get(f) {
-                    by_shard[meta.shard].push(to_db(f.0));
+                    fragment_keys[meta.shard].push(to_db(f.0));
                 }
             }
         }
-        let rows = self.rows_by_keys(
-            &by_shard,
-            "SELECT fkey, body, byte_start, byte_end, line_start, line_end
-             FROM finder_fragments WHERE fkey = ANY($1)",
-            "the page's passages",
-        )?;
-        let mut bodies = self.bodies.borrow_mut();
-        for f in fragments {
-            bodies.insert(*f, None);
-        }
-        for (_, row) in rows {
-            bodies.insert(
-                FragmentKey(schema::from_db(row.get(0))),
-                Some(body_of(&row)),
-            );
+        // Rows by kind: 0 a source (`key, id, envelope, summary`), 1 a passage (`key, body`
+        // and its extent at columns 5..9).
+        let rows = self.fan_out(|i, c| {
+            if source_keys[i].is_empty() && fragment_keys[i].is_empty() {
+                return Ok(Vec::new());
+            }
+            c.query(
+                "SELECT 0::int2, skey, id, envelope, summary,
+                        NULL::int8, NULL::int8, NULL::int4, NULL::int4
+                 FROM finder_sources WHERE skey = ANY($1)
+                 UNION ALL
+                 SELECT 1::int2, fkey, body, NULL::jsonb, NULL::text,
+                        byte_start, byte_end, line_start, line_end
+                 FROM finder_fragments WHERE fkey = ANY($2)",
+                &[&source_keys[i], &fragment_keys[i]],
+            )
+            .map_err(db(format!(
+                "shard {i}: reading the page's sources and passages"
+            )))
+        })?;
+        let (mut views, mut bodies) = (self.views.borrow_mut(), self.bodies.borrow_mut());
+        views.extend(sources.iter().map(|s| (*s, None)));
+        bodies.extend(fragments.iter().map(|f| (*f, None)));
+        for (shard, rows) in rows.into_iter().enumerate() {
+            for row in rows {
+                let key = schema::from_db(row.get(1));
+                if row.get::<_, i16>(0) == 0 {
+                    views.insert(SourceKey(key), Some(view_of(&row, 2, shard)?));
+                } else {
+                    let extent = extent_of(&row, 5);
+                    bodies.insert(FragmentKey(key), Some((row.get(2), extent)));
+                }
+            }
         }
         Ok(())
     }
+}
 
-    /// Runs `sql` on every shard with that shard's keys as `$1` (shards without keys are not
-    /// asked), in parallel; the rows with their shard.
-    fn rows_by_keys(
-        &self,
-        by_shard: &[Vec<i64>],
-        sql: &str,
-        what: &str,
-    ) -> Result<Vec<(usize, postgres::Row)>> {
-        let rows = self.fan_out(|i, c| {
-            if by_shard[i].is_empty() {
-                return Ok(Vec::new());
-            }
-            c.query(sql, &[&by_shard[i]])
-                .map_err(db(format!("shard {i}: reading {what}")))
-        })?;
-        Ok(rows
-            .into_iter()
+/// How many nearest fragments a shard returns for a list of `depth`: half again as many, as
+/// the embedded index re-scores.
+fn window(depth: usize) -> usize {
+    depth + depth / 2
+}
+
+/// Runs `f` on each shard's connection of `conns`, in parallel when there are several.
+fn fan_out<T: Send>(
+    conns: &mut [Pooled],
+    f: impl Fn(usize, &mut Conn) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    if let [conn] = conns {
+        return Ok(vec![f(0, conn)?]);
+    }
+    let f = &f;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = conns
+            .iter_mut()
             .enumerate()
-            .flat_map(|(i, rows)| rows.into_iter().map(move |r| (i, r)))
-            .collect())
+            .map(|(i, c)| {
+                let client: &mut Conn = c;
+                scope.spawn(move || f(i, client))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("shard query thread panicked"))
+            .collect()
+    })
+}
+
+/// Each shard's nearest fragments to `vector` (pgvector's text form): its window, by exact
+/// cosine, cut at `max_vector_distance`.
+fn nearest_lists(
+    conns: &mut [Pooled],
+    exact: &[bool],
+    vector: &str,
+    settings: &finder_core::VectorSettings,
+    window: usize,
+) -> Result<Vec<Vec<Found>>> {
+    fan_out(conns, |i, c| {
+        let mut found = search::nearest(c, i, vector, window, settings.ef_search, exact[i])?;
+        found.retain(|f| 1.0 - f.score <= settings.max_vector_distance);
+        Ok(found)
+    })
+}
+
+/// Connections beside a query's own, one per shard, each in a transaction that reads the
+/// query's snapshot; rolled back when dropped.
+struct Aside(Vec<Pooled>);
+
+impl Aside {
+    /// Takes a free connection of each shard and opens the snapshot `snapshots[i]` on it:
+    /// `None` when a shard has none free at once (one is made for the next query) or the
+    /// snapshot cannot be opened there (another server behind the same URL list).
+    fn open(pools: &[Pool], snapshots: &[String]) -> Option<Aside> {
+        let mut aside = Aside(Vec::with_capacity(pools.len()));
+        for (pool, id) in pools.iter().zip(snapshots) {
+            // Not `try_get`: a zero wait also has the pool make a connection when none is
+            // idle, so the next query finds one.
+            let mut conn = pool.get_timeout(Duration::ZERO).ok()?;
+            let begin = format!(
+                "{BEGIN}; SET TRANSACTION SNAPSHOT '{}'",
+                id.replace('\'', "''")
+            );
+            let begun = conn.batch_execute(&begin).is_ok();
+            aside.0.push(conn);
+            if !begun {
+                return None;
+            }
+        }
+        Some(aside)
+    }
+}
+
+impl Drop for Aside {
+    fn drop(&mut self) {
+        roll_back(&mut self.0);
+    }
+}
+
+/// What the vector channel searches with, or its outcome when it does not search.
+enum Probe {
+    Vector(Vec<f32>),
+    /// The query text, to embed with this model into vectors of this length.
+    Embed(Arc<dyn Embed>, usize),
+    Outcome(ChannelOutcome),
+}
+
+impl Probe {
+    /// The vector to search with (embedding `text` within `vector.query_embed_timeout_ms`
+    /// when it must, and timing that), or the channel's outcome when there is none.
+    fn vector(
+        self,
+        text: &str,
+        settings: &Settings,
+    ) -> (
+        std::result::Result<Vec<f32>, ChannelOutcome>,
+        Option<StageTime>,
+    ) {
+        let (embedder, dim) = match self {
+            Probe::Vector(v) => return (Ok(v), None),
+            Probe::Outcome(outcome) => return (Err(outcome), None),
+            Probe::Embed(embedder, dim) => (embedder, dim),
+        };
+        let started = Instant::now();
+        let timeout = Duration::from_millis(settings.vector.query_embed_timeout_ms);
+        let embedded = finder_core::embed_with_timeout(embedder, text.to_string(), timeout);
+        let stage = StageTime {
+            stage: "vector.embed".into(),
+            ms: started.elapsed().as_secs_f64() * 1e3,
+        };
+        let vector = match embedded {
+            Ok(v) if v.len() == dim => Ok(v),
+            Ok(v) => Err(ChannelOutcome::Degraded(format!(
+                "the model returned {} dimensions, the index has {dim}",
+                v.len()
+            ))),
+            Err(reason) => Err(ChannelOutcome::Degraded(reason)),
+        };
+        (vector, Some(stage))
     }
 }
 
@@ -728,16 +950,18 @@ fn view_of(row: &postgres::Row, from: usize, shard: usize) -> Result<SourceView>
 
 /// A fragment's body and extent from `fkey, body, byte_start, byte_end, line_start, line_end`.
 fn body_of(row: &postgres::Row) -> (String, Extent) {
-    (
-        row.get(1),
-        Extent {
-            byte_start: row.get::<_, i64>(2) as u64,
-            byte_end: row.get::<_, i64>(3) as u64,
-            line_start: row.get::<_, i32>(4) as u32,
-            line_end: row.get::<_, i32>(5) as u32,
-            page: None,
-        },
-    )
+    (row.get(1), extent_of(row, 2))
+}
+
+/// An extent from `byte_start, byte_end, line_start, line_end` at columns `from..`.
+fn extent_of(row: &postgres::Row, from: usize) -> Extent {
+    Extent {
+        byte_start: row.get::<_, i64>(from) as u64,
+        byte_end: row.get::<_, i64>(from + 1) as u64,
+        line_start: row.get::<_, i32>(from + 2) as u32,
+        line_end: row.get::<_, i32>(from + 3) as u32,
+        page: None,
+    }
 }
 
 impl Retriever for PgQuery<'_> {
@@ -784,6 +1008,22 @@ impl Retriever for PgQuery<'_> {
         }
     }
 
+    fn retrieve_all(
+        &self,
+        asked: &[(Channel, usize)],
+        request: &Query,
+        settings: &Settings,
+    ) -> Result<Vec<Timed<ChannelOutcome>>> {
+        // The query exported its snapshot when both lists will run on one shard
+        // (`PgFinder::query`); otherwise they run in turn.
+        match asked.iter().position(|a| a.0 == Channel::Vector) {
+            Some(at) if self.snapshots.is_some() => {
+                self.retrieve_beside(asked, at, request, settings)
+            }
+            _ => finder_core::retrieve_each(self, asked, request, settings),
+        }
+    }
+
     fn fragment_meta(&self, fragments: &[FragmentKey]) -> Result<Vec<Option<FragmentMeta>>> {
         self.lookup_many(fragments)?;
         let seen = self.seen.borrow();
@@ -814,13 +1054,10 @@ impl Retriever for PgQuery<'_> {
     }
 
     fn prefetch(&self, sources: &[SourceKey], fragments: &[FragmentKey]) -> Result<()> {
-        if !sources.is_empty() {
-            self.prefetch_sources(sources)?;
+        if sources.is_empty() && fragments.is_empty() {
+            return Ok(());
         }
-        if !fragments.is_empty() {
-            self.prefetch_bodies(fragments)?;
-        }
-        Ok(())
+        self.prefetch_page(sources, fragments)
     }
 
     fn extra_stages(&self) -> Vec<StageTime> {

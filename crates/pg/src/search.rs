@@ -11,8 +11,7 @@ use crate::cluster::Conn;
 use finder_core::FragmentKey;
 
 use crate::error::{db, Result};
-use crate::schema::WHOLE_WORDS;
-use crate::schema::{from_db, to_db};
+use crate::schema::{from_db, to_db, WHOLE_WORDS, WORDS};
 
 /// A fragment a shard found, with what later stages ask of it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -54,36 +53,93 @@ impl Stats {
     }
 }
 
-pub(crate) fn stats(
+/// What one shard knows of a query's terms, read in one statement ([`terms`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ShardTerms {
+    /// The stemmed field's statistics, with the document frequency of each query term.
+    pub words: Stats,
+    /// The whole-word field's statistics (its `df` stays empty: see `held`).
+    pub whole: Stats,
+    /// For each word to expand, this shard's whole words that hold it with their document
+    /// frequencies: the word itself only when it is shorter than the expansion minimum, else
+    /// the `cap` shortest (ties by bytes), in no order. A superset of its share of the global
+    /// pick, so the frequencies of every picked word are all here.
+    pub held: Vec<Vec<(String, u64)>>,
+}
+
+/// Reads, in one statement, both fields' statistics, the document frequency of each of
+/// `terms` (stemmed words) and the whole words that hold each of `words` (see
+/// [`ShardTerms::held`]).
+pub(crate) fn terms(
     client: &mut Conn,
     shard: usize,
-    field: i16,
     terms: &[String],
-) -> Result<Stats> {
-    let row = client
-        .query_one(
-            "SELECT docs, tokens FROM finder_stats WHERE field = $1",
-            &[&field],
-        )
-        .map_err(db(format!("shard {shard}: reading field statistics")))?;
-    let (docs, tokens): (i64, i64) = (row.get(0), row.get(1));
+    words: &[&str],
+    cap: usize,
+) -> Result<ShardTerms> {
+    let exact: Vec<bool> = words
+        .iter()
+        .map(|w| w.len() < finder_index::expand::MIN_PARTIAL_BYTES)
+        .collect();
+    // `LIKE '%word%'` (the word's own `%`, `_` and `\\` escaped) is `strpos(term, word) > 0`,
+    // and the whole-word field's trigram index (`schema::DDL`) serves it; the field is written
+    // into the statement so the planner can match that partial index. A word too short to
+    // expand is looked up by the primary key.
+    let patterns: Vec<String> = words
+        .iter()
+        .map(|w| {
+            let escaped = w
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_");
+            format!("%{escaped}%")
+        })
+        .collect();
+    // Rows by kind: 0 a field's statistics (at = the field), 1 a query term's document
+    // frequency (at = its place, from 1), 2 a whole word holding word `at`.
+    let sql = format!(
+        "SELECT 0::int2, field::int8, NULL::text, docs, tokens FROM finder_stats
+         UNION ALL
+         SELECT 1::int2, q.i, NULL::text, coalesce(t.df, 0), 0::int8
+         FROM unnest($1::text[]) WITH ORDINALITY AS q(term, i)
+         LEFT JOIN finder_terms t ON t.field = {WORDS} AND t.term = q.term
+         UNION ALL
+         SELECT 2::int2, q.i, t.term, t.df, 0::int8
+         FROM unnest($2::text[], $3::bool[], $4::text[]) WITH ORDINALITY AS q(word, exact, pattern, i)
+         CROSS JOIN LATERAL (
+             (SELECT term, df FROM finder_terms
+              WHERE q.exact AND field = {WHOLE_WORDS} AND term = q.word AND df > 0)
+             UNION ALL
+             (SELECT term, df FROM finder_terms
+              WHERE NOT q.exact AND field = {WHOLE_WORDS} AND term LIKE q.pattern AND df > 0
+              ORDER BY octet_length(term), term COLLATE \"C\"
+              LIMIT $5::int8)
+         ) t"
+    );
     let rows = client
-        .query(
-            "SELECT q.i, t.df FROM unnest($2::text[]) WITH ORDINALITY AS q(term, i)
-             JOIN finder_terms t ON t.field = $1 AND t.term = q.term",
-            &[&field, &terms],
-        )
+        .query(&sql, &[&terms, &words, &exact, &patterns, &(cap as i64)])
         .map_err(db(format!("shard {shard}: reading term statistics")))?;
-    let mut df = vec![0u64; terms.len()];
+    let mut out = ShardTerms {
+        words: Stats {
+            df: vec![0; terms.len()],
+            ..Stats::default()
+        },
+        held: vec![Vec::new(); words.len()],
+        ..ShardTerms::default()
+    };
     for row in rows {
-        let (i, n): (i64, i64) = (row.get(0), row.get(1));
-        df[(i - 1) as usize] = n.max(0) as u64;
+        let (kind, at, a, b): (i16, i64, i64, i64) =
+            (row.get(0), row.get(1), row.get(3), row.get(4));
+        let (a, b) = (a.max(0) as u64, b.max(0) as u64);
+        match kind {
+            0 if at == i64::from(WORDS) => (out.words.docs, out.words.tokens) = (a, b),
+            0 if at == i64::from(WHOLE_WORDS) => (out.whole.docs, out.whole.tokens) = (a, b),
+            1 => out.words.df[at as usize - 1] = a,
+            2 => out.held[at as usize - 1].push((row.get(2), a)),
+            _ => {}
+        }
     }
-    Ok(Stats {
-        docs: docs.max(0) as u64,
-        tokens: tokens.max(0) as u64,
-        df,
-    })
+    Ok(out)
 }
 
 /// Orders keys as unsigned numbers (stored signed): ties break as in the embedded index's
@@ -133,58 +189,6 @@ pub(crate) fn bm25(
     Ok(rows.into_iter().map(|row| found(&row, shard)).collect())
 }
 
-/// For each of `words`, this shard's whole words that hold it (only the word itself when it is
-/// shorter than the expansion minimum), shortest first, ties by bytes, at most `cap`: a
-/// superset of its share of the global pick. One statement for all the words.
-pub(crate) fn holding(
-    client: &mut Conn,
-    shard: usize,
-    words: &[&str],
-    cap: usize,
-) -> Result<Vec<Vec<String>>> {
-    let exact: Vec<bool> = words
-        .iter()
-        .map(|w| w.len() < finder_index::expand::MIN_PARTIAL_BYTES)
-        .collect();
-    // `LIKE '%word%'` (the word's own `%`, `_` and `\\` escaped) is `strpos(term, word) > 0`,
-    // and the whole-word field's trigram index (`schema::DDL`) serves it; the field is written
-    // into the statement so the planner can match that partial index. A word too short to
-    // expand is looked up by the primary key.
-    let patterns: Vec<String> = words
-        .iter()
-        .map(|w| {
-            let escaped = w
-                .replace('\\', "\\\\")
-                .replace('%', "\\%")
-                .replace('_', "\\_");
-            format!("%{escaped}%")
-        })
-        .collect();
-    let sql = format!(
-        "SELECT q.i, t.term
-         FROM unnest($1::text[], $2::bool[], $3::text[]) WITH ORDINALITY AS q(word, exact, pattern, i)
-         CROSS JOIN LATERAL (
-             (SELECT term FROM finder_terms
-              WHERE q.exact AND field = {WHOLE_WORDS} AND term = q.word AND df > 0)
-             UNION ALL
-             (SELECT term FROM finder_terms
-              WHERE NOT q.exact AND field = {WHOLE_WORDS} AND term LIKE q.pattern AND df > 0
-              ORDER BY octet_length(term), term COLLATE \"C\"
-              LIMIT $4::int8)
-         ) t
-         ORDER BY q.i, octet_length(t.term), t.term COLLATE \"C\""
-    );
-    let rows = client
-        .query(&sql, &[&words, &exact, &patterns, &(cap as i64)])
-        .map_err(db(format!("shard {shard}: expanding {words:?}")))?;
-    let mut out = vec![Vec::new(); words.len()];
-    for row in rows {
-        let i: i64 = row.get(0);
-        out[i as usize - 1].push(row.get(1));
-    }
-    Ok(out)
-}
-
 fn found(row: &postgres::Row, shard: usize) -> Found {
     Found {
         fragment: FragmentKey(from_db(row.get(0))),
@@ -198,15 +202,38 @@ fn found(row: &postgres::Row, shard: usize) -> Found {
     }
 }
 
-/// The `window` nearest fragments of this shard by the HNSW index, with their exact cosine
-/// similarity (pgvector computes `<=>` on the stored vectors; the caller orders by it).
+/// Shards with at most this many fragments answer the vector list by comparing every vector:
+/// up to here that costs no more than the HNSW walk at the default beam (measured with
+/// MiniLM's 384 dimensions), and it is exact. See docs/perf/pg-lists-at-once.md.
+pub(crate) const EXACT_SCAN_MAX: u64 = 8_000;
+
+/// The `window` nearest fragments of this shard with their exact cosine similarity, by the
+/// HNSW index or, when `exact`, by comparing every vector (pgvector computes `<=>` on the
+/// stored vectors; the caller orders by it).
 pub(crate) fn nearest(
     client: &mut Conn,
     shard: usize,
     vector: &str,
     window: usize,
     ef_search: usize,
+    exact: bool,
 ) -> Result<Vec<Found>> {
+    if exact {
+        // Ordered by the similarity, which the HNSW index cannot serve: a scan.
+        let sql = format!(
+            "SELECT n.fkey, n.sim, n.skey, n.ordinal, s.entity FROM (
+                 SELECT fkey, skey, ordinal,
+                        (1 - (embedding <=> $1::text::vector))::float4 AS sim
+                 FROM finder_fragments WHERE embedding IS NOT NULL
+                 ORDER BY sim DESC, {KEY_ORDER}
+                 LIMIT $2) n
+             JOIN finder_sources s ON s.skey = n.skey"
+        );
+        let rows = client
+            .query(&sql, &[&vector, &(window as i64)])
+            .map_err(db(format!("shard {shard}: comparing vectors")))?;
+        return Ok(rows.into_iter().map(|row| found(&row, shard)).collect());
+    }
     // pgvector caps ef_search at 1000; past it the iterative scan keeps the window full.
     let ef = ef_search.max(window).clamp(10, 1000).to_string();
     client

@@ -87,6 +87,18 @@ pub fn index_inputs_with(
         )?;
         schema::create(&mut client, i).map_err(|e| busy_when_timed_out(e, i))?;
         limit("RESET lock_timeout", &mut client)?;
+        // Every commit of the run returns once it is at least on the primary's disk (a server
+        // set to wait for replicas keeps its setting): an acknowledged write survives a crash.
+        // It also lets the VACUUM after a load mark pages all-visible: a tuple's commit hint
+        // is not set while a commit near it in the commit log is unflushed (the run's own
+        // graph, committed asynchronously, did that), and without the hint VACUUM leaves the
+        // page to the heap fetches of index-only scans (a SciFact BM25 list: 583 buffers read
+        // instead of 20).
+        limit(
+            "SELECT set_config('synchronous_commit', 'on', false)
+             WHERE current_setting('synchronous_commit') IN ('off', 'local')",
+            &mut client,
+        )?;
         clients.push(client);
     }
     let mut txs: Vec<Transaction<'_>> = Vec::with_capacity(n);

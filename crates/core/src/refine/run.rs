@@ -600,20 +600,26 @@ impl<'x> Refiner<'x> {
     }
 
     /// The long ranking from `offset`, at most `limit` entries (their views read now when
-    /// the stages did not need them), and facets over them.
+    /// the stages did not need them), and facets over them. The store is told the views and
+    /// the first `hints` fragments of each entry the page will show, in one
+    /// [`Retriever::prefetch`].
     pub fn page<R: Retriever>(
         mut self,
         store: &R,
         offset: usize,
         limit: usize,
+        hints: usize,
     ) -> Result<Page, R::Error> {
-        let pending: Vec<SourceKey> = (self.out.iter().skip(offset).take(limit))
+        let shown = || self.out.iter().skip(offset).take(limit);
+        let pending: Vec<SourceKey> = shown()
             .filter(|e| e.pending)
             .filter_map(|e| e.key)
             .collect();
-        if !pending.is_empty() {
-            store.prefetch(&pending, &[])?;
-        }
+        let fragments: Vec<FragmentKey> = shown()
+            .flat_map(|e| e.fragments.iter().take(hints))
+            .map(|&(fragment, _)| fragment)
+            .collect();
+        store.prefetch(&pending, &fragments)?;
         let mut page: Vec<(usize, Entry)> = Vec::with_capacity(limit.min(self.out.len()));
         for (i, mut e) in self.out.drain(..).enumerate().skip(offset).take(limit) {
             if e.pending {

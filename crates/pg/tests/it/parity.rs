@@ -248,6 +248,21 @@ fn hybrid_search_matches_the_embedded_engine() {
         queries.len(),
         sum / queries.len() as f64
     );
+    // On one shard the vector list ran beside the lexical one, on a second connection that
+    // read the query's snapshot: one query after another, the node holds two.
+    let mut admin = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+    let readers: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = $1 AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
+            &[&db.name],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        readers >= 2,
+        "{readers} connection(s): the lists ran in turn"
+    );
 
     // A dense-only query ranks by the vectors alone; a wrong-length vector degrades.
     let mut dense = settings.clone();

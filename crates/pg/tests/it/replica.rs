@@ -130,10 +130,11 @@ fn queries_move_off_a_replica_that_goes_away() {
     finder_pg::index_inputs(&config, std::slice::from_ref(&notes), &settings).unwrap();
     wait_for_replay(&db.url, &read_url);
     let finder = PgFinder::open(&config, settings.clone()).unwrap();
-    let queries: Vec<String> = support::queries(12, 42).into_iter().map(|q| q.0).collect();
-    let ids = |q: &str| -> Result<Vec<String>, String> {
+    // Hybrid queries: the vector list runs beside the lexical one on connections of its own.
+    let queries = support::queries(12, 42);
+    let ids = |(q, v): &(String, Vec<f32>)| -> Result<Vec<String>, String> {
         let r = finder
-            .search(q, &settings, 0, 10)
+            .search_with_vector(q, Some(v), &settings, 0, 10)
             .map_err(|e| e.to_string())?;
         Ok(r.hits.into_iter().map(|h| h.id).collect())
     };
@@ -152,8 +153,8 @@ fn queries_move_off_a_replica_that_goes_away() {
                         let at = i % queries.len();
                         match ids(&queries[at]) {
                             Ok(got) if got == expected[at] => {}
-                            Ok(got) => failed.push(format!("`{}`: {got:?}", queries[at])),
-                            Err(e) => failed.push(format!("`{}`: {e}", queries[at])),
+                            Ok(got) => failed.push(format!("`{}`: {got:?}", queries[at].0)),
+                            Err(e) => failed.push(format!("`{}`: {e}", queries[at].0)),
                         }
                         if stopped.load(std::sync::atomic::Ordering::Acquire) {
                             after += 1;
