@@ -11,8 +11,11 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use bytes::{BufMut, BytesMut};
 use finder_core::{Embed, EmbedBackend, Settings};
 use finder_index::{Admit, FragmentDoc, Problem, RunCounts, RunPlan, SourceDoc};
+use postgres::binary_copy::BinaryCopyInWriter;
+use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
 use postgres::Transaction;
 
 use crate::cluster::{connect, shard_of, PgConfig, Tls};
@@ -472,7 +475,7 @@ struct Rows {
     line_ends: Vec<i32>,
     words: Vec<i32>,
     raw_words: Vec<i32>,
-    embeddings: Vec<Option<String>>,
+    embeddings: Vec<Option<Vec<f32>>>,
     // finder_postings
     p_fields: Vec<i16>,
     p_terms: Vec<String>,
@@ -511,7 +514,7 @@ fn write_batch(
             .map(|((_, s), fragments)| {
                 // The record's vector goes with one fragment, as in the embedded index.
                 let home = finder_index::vector_home(fragments);
-                let mut v = dim.and(s.vector.as_ref()).map(|v| vector_text(v));
+                let mut v = dim.and(s.vector.clone());
                 fragments
                     .iter()
                     .map(|f| v.take_if(|_| home == Some(f.ordinal)))
@@ -601,7 +604,7 @@ fn embed_batch(
     embedder: &dyn Embed,
     batch: &[(bool, SourceDoc)],
     stored: &[Vec<FragmentDoc>],
-) -> Result<Vec<Vec<Option<String>>>> {
+) -> Result<Vec<Vec<Option<Vec<f32>>>>> {
     let mut texts = Vec::new();
     for ((_, source), fragments) in batch.iter().zip(stored) {
         for f in fragments.iter().filter(|f| !f.text.trim().is_empty()) {
@@ -623,7 +626,7 @@ fn embed_batch(
                 .iter()
                 .map(|f| {
                     (!f.text.trim().is_empty())
-                        .then(|| vectors.next().map(|v| vector_text(&v)))
+                        .then(|| vectors.next())
                         .flatten()
                 })
                 .collect()
@@ -652,7 +655,7 @@ fn write_df(tx: &mut Transaction<'_>, shard: usize, df: &mut TermCounts) -> Resu
     .map_err(db(format!("shard {shard}: writing term statistics")))
 }
 
-/// One shard's share of a batch, in one statement per table.
+/// One shard's share of a batch: one statement per table, `COPY` for fragments and postings.
 fn write_rows(tx: &mut Transaction<'_>, shard: usize, r: &Rows, df: &mut TermCounts) -> Result<()> {
     let place = |what: &str| format!("shard {shard}: writing {what}");
     if !r.replaced.is_empty() {
@@ -670,36 +673,47 @@ fn write_rows(tx: &mut Transaction<'_>, shard: usize, r: &Rows, df: &mut TermCou
         ],
     )
     .map_err(db(place("sources")))?;
-    tx.execute(
-        "INSERT INTO finder_fragments (fkey, skey, ordinal, body, heading, byte_start, byte_end,
-             line_start, line_end, words, raw_words, embedding)
-         SELECT f.fkey, f.skey, f.ordinal, f.body, f.heading, f.bs, f.be, f.ls, f.le, f.w, f.t,
-                f.e::vector
-         FROM unnest($1::int8[], $2::int8[], $3::int4[], $4::text[], $5::text[], $6::int8[],
-                     $7::int8[], $8::int4[], $9::int4[], $10::int4[], $11::int4[], $12::text[])
-              AS f(fkey, skey, ordinal, body, heading, bs, be, ls, le, w, t, e)",
-        &[
-            &r.fkeys,
-            &r.owners,
-            &r.ordinals,
-            &r.bodies,
-            &r.headings,
-            &r.byte_starts,
-            &r.byte_ends,
-            &r.line_starts,
-            &r.line_ends,
-            &r.words,
-            &r.raw_words,
-            &r.embeddings,
-        ],
+    let mut fragments = copy_in(
+        tx,
+        "finder_fragments",
+        "fkey, skey, ordinal, body, heading, byte_start, byte_end, line_start, line_end, words, \
+         raw_words, embedding",
     )
     .map_err(db(place("fragments")))?;
-    tx.execute(
-        "INSERT INTO finder_postings (field, term, fkey, tf, norm)
-         SELECT * FROM unnest($1::int2[], $2::text[], $3::int8[], $4::int4[], $5::int4[])",
-        &[&r.p_fields, &r.p_terms, &r.p_fkeys, &r.p_tfs, &r.p_norms],
-    )
-    .map_err(db(place("postings")))?;
+    for i in 0..r.fkeys.len() {
+        let embedding = r.embeddings[i].as_deref().map(Vector);
+        fragments
+            .write(&[
+                &r.fkeys[i],
+                &r.owners[i],
+                &r.ordinals[i],
+                &r.bodies[i],
+                &r.headings[i],
+                &r.byte_starts[i],
+                &r.byte_ends[i],
+                &r.line_starts[i],
+                &r.line_ends[i],
+                &r.words[i],
+                &r.raw_words[i],
+                &embedding,
+            ])
+            .map_err(db(place("fragments")))?;
+    }
+    fragments.finish().map_err(db(place("fragments")))?;
+    let mut postings = copy_in(tx, "finder_postings", "field, term, fkey, tf, norm")
+        .map_err(db(place("postings")))?;
+    for i in 0..r.p_fkeys.len() {
+        postings
+            .write(&[
+                &r.p_fields[i],
+                &r.p_terms[i],
+                &r.p_fkeys[i],
+                &r.p_tfs[i],
+                &r.p_norms[i],
+            ])
+            .map_err(db(place("postings")))?;
+    }
+    postings.finish().map_err(db(place("postings")))?;
     for (field, term) in r.p_fields.iter().zip(&r.p_terms) {
         *df.entry((*field, term.clone())).or_default() += 1;
     }
@@ -718,6 +732,52 @@ fn write_rows(tx: &mut Transaction<'_>, shard: usize, r: &Rows, df: &mut TermCou
         .map_err(db(place("relations")))?;
     }
     Ok(())
+}
+
+/// A binary `COPY` into `columns` of `table`, typed as the table's own columns are (the
+/// vector column's type comes from pgvector, whatever its schema).
+fn copy_in<'a>(
+    tx: &'a mut Transaction<'_>,
+    table: &str,
+    columns: &str,
+) -> std::result::Result<BinaryCopyInWriter<'a>, postgres::Error> {
+    let types: Vec<Type> = tx
+        .prepare(&format!("SELECT {columns} FROM {table} LIMIT 0"))?
+        .columns()
+        .iter()
+        .map(|c| c.type_().clone())
+        .collect();
+    let writer = tx.copy_in(&format!(
+        "COPY {table} ({columns}) FROM STDIN (FORMAT binary)"
+    ))?;
+    Ok(BinaryCopyInWriter::new(writer, &types))
+}
+
+/// A vector in pgvector's binary form: its length and a reserved field (16 bits each), then
+/// each number as a big-endian `f32`.
+#[derive(Debug)]
+struct Vector<'a>(&'a [f32]);
+
+impl ToSql for Vector<'_> {
+    fn to_sql(
+        &self,
+        _: &Type,
+        out: &mut BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        let dim = u16::try_from(self.0.len()).map_err(|_| "a vector longer than 65,535")?;
+        out.put_u16(dim);
+        out.put_u16(0);
+        for x in self.0 {
+            out.put_f32(*x);
+        }
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        ty.name() == "vector"
+    }
+
+    to_sql_checked!();
 }
 
 #[cfg(test)]
