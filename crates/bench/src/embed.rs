@@ -58,14 +58,6 @@ pub fn embed(options: &EmbedOptions) -> Result<EmbedReport> {
     if settings.embed.backend != EmbedBackend::Minilm {
         bail!("Finder's default embedding backend is no longer MiniLM; update finder-bench");
     }
-    let recipe = format!(
-        "v{RECIPE_VERSION}/minilm/{}/fragment{}",
-        settings.embed.max_tokens, settings.index.fragment_max_chars
-    );
-    if let Some(report) = up_to_date(&options.out, &input_hash, &recipe) {
-        return Ok(report);
-    }
-
     let model_dir = finder_embed::model_dir_or_default(&settings.embed.model_dir);
     let embedder = finder_embed::Embedder::from_settings(&settings.embed)
         .with_context(|| {
@@ -75,6 +67,15 @@ pub fn embed(options: &EmbedOptions) -> Result<EmbedReport> {
             )
         })?
         .context("no embedding model configured")?;
+    // The model id names the model and how it computes: other vectors, another dataset.
+    let recipe = format!(
+        "v{RECIPE_VERSION}/{}/fragment{}",
+        embedder.model_id(),
+        settings.index.fragment_max_chars
+    );
+    if let Some(report) = up_to_date(&options.out, &input_hash, &recipe) {
+        return Ok(report);
+    }
     let dim = embedder.dim();
     let dataset = finder_eval::Dataset::load(beir, &options.split)
         .map_err(|e| anyhow::anyhow!("{}: {e}", beir.display()))?;

@@ -8,6 +8,7 @@
 
 pub mod dataset;
 pub mod embed;
+pub mod embed_speed;
 pub mod gen;
 pub mod pg;
 pub mod rng;

