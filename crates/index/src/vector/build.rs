@@ -5,6 +5,11 @@
 //! Resumable: the log survives an interrupted build, and the next build embeds only what is
 //! missing. A different model id starts a fresh log, so changing the model rebuilds the
 //! vectors and nothing else.
+//!
+//! Changed fragments (a vector for an older text) are embedded and published before the
+//! backlog (no vector yet), and a lexical commit during the build starts it over from that
+//! commit: an edit saved under `watch` waits for the batch in hand, not for the backlog. A new
+//! note or a new passage has no older vector and waits with the backlog.
 
 use std::collections::HashMap;
 use std::io::BufWriter;
@@ -80,20 +85,53 @@ pub fn build_vectors(
         source,
     })?;
     crate::tuning::map_large_blocks();
-    let report = build(dir, settings, embedder, &mut live, progress);
+    let started = Instant::now();
+    // Passes until one publishes everything: what an earlier pass embedded is in the log, so
+    // a later one counts it as reused; the report counts it as embedded.
+    let mut earlier = 0;
+    let report = loop {
+        match build(dir, settings, embedder, &mut live, progress) {
+            Ok(Pass::Published { report, rest }) if !rest => {
+                let reused = report.reused.saturating_sub(earlier);
+                let embedded = report.embedded + (report.reused - reused);
+                break Ok(VectorReport {
+                    embedded,
+                    reused,
+                    seconds: started.elapsed().as_secs_f64(),
+                    ..report
+                });
+            }
+            Ok(Pass::Published { report, .. }) => earlier += report.embedded,
+            Ok(Pass::Superseded { embedded }) => earlier += embedded,
+            Err(e) => break Err(e),
+        }
+    };
     drop(live);
     // everything the build held is dropped by now: hand the freed heap back
     crate::tuning::release_free_memory();
     report
 }
 
+/// How one pass of a build ended.
+enum Pass {
+    /// The vector index was published; `rest` when the backlog is left for the next pass.
+    Published { report: VectorReport, rest: bool },
+    /// A newer lexical commit came before the pass's fragments were all embedded: nothing was
+    /// published, `embedded` vectors were logged.
+    Superseded { embedded: usize },
+}
+
+/// One pass over the lexical commit it starts on. Changed fragments (a vector for an older
+/// text) go first: when there is a backlog too (no vector yet: a first build cut short, a
+/// model change), the pass embeds and publishes the changed ones only, so an edit saved under
+/// `watch` is searchable before the backlog is done. A newer commit during the pass ends it.
 fn build(
     dir: &Path,
     settings: &Settings,
     embedder: &dyn Embed,
     live: &mut LiveRun,
     progress: &mut dyn FnMut(VectorProgress),
-) -> Result<VectorReport> {
+) -> Result<Pass> {
     // Fragments are embedded shortest first, so the time left is estimated from the
     // characters embedded (`chars`: done, in all) rather than from the count.
     let chars = std::cell::Cell::new((0u64, 0u64));
@@ -121,6 +159,7 @@ fn build(
     let dim = embedder.dim();
 
     // Precomputed vectors were stored with the fragments: nothing to embed, only to check.
+    let commit = commit_stamp(dir);
     let (fragments, given) = embed_texts(dir, settings, precomputed, dim)?;
     let log_path = vdir.join(LOG_FILE);
     let existing = log::read(&log_path, &model_id, dim).map_err(io_err(&log_path))?;
@@ -144,7 +183,16 @@ fn build(
             .filter(|(key, hash, _)| missing(*key, *hash))
             .collect()
     };
-    todo.sort_by_key(|(_, _, text)| text.len());
+    // Changed fragments before the backlog; this pass stops after them when both are there.
+    todo.sort_by_key(|(key, _, text)| (!have.contains_key(key), text.len()));
+    let changed = todo
+        .iter()
+        .take_while(|(key, _, _)| have.contains_key(key))
+        .count();
+    let rest = changed > 0 && changed < todo.len();
+    if rest {
+        todo.truncate(changed);
+    }
     // A vector depends on the text alone: a fragment whose text the log already holds under
     // another key (a renamed or moved note, a repeated passage) takes that vector.
     let by_text: HashMap<u64, &[f32]> = have
@@ -216,6 +264,10 @@ fn build(
             let done = ((i + 1) * batch).min(total);
             chars.set((chars.get().0 + chunk_chars, chars_all));
             progress(VectorProgress::Embedding { done, total });
+            if done < total && commit_stamp(dir) != commit {
+                writer.sync().map_err(io_err(&log_path))?;
+                return Ok(Pass::Superseded { embedded: done });
+            }
         }
         fresh.sort_by_key();
     }
@@ -332,14 +384,20 @@ fn build(
         hashes,
     };
     super::search::write_state(&vdir, &state)?;
-    Ok(VectorReport {
+    let report = VectorReport {
         model_id,
         embedded,
         reused,
         removed,
         total: graph.len(),
         seconds: started.elapsed().as_secs_f64(),
-    })
+    };
+    Ok(Pass::Published { report, rest })
+}
+
+/// What names the lexical index's last commit: its `meta.json`, which every commit rewrites.
+fn commit_stamp(dir: &Path) -> Option<Vec<u8>> {
+    std::fs::read(dir.join(crate::files::LEXICAL_DIR).join("meta.json")).ok()
 }
 
 /// Inserts `items` into the graph in order, a slice at a time (each slice built on every

@@ -200,6 +200,107 @@ fn an_interrupted_build_resumes_where_it_stopped() {
     assert_eq!((report.embedded, report.reused, report.total), (28, 12, 40));
 }
 
+/// What a test does after a given call of the embedder, while a build is under way.
+type Hook<'a> = (usize, Box<dyn Fn() + Send + Sync + 'a>);
+
+/// Embeds as [`BagOfWords`] does, records every text in order, and runs each hook once, after
+/// the call it names.
+struct Recording<'a> {
+    inner: BagOfWords,
+    texts: std::sync::Mutex<Vec<String>>,
+    hooks: Vec<Hook<'a>>,
+}
+
+impl Embed for Recording<'_> {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        let out = self.inner.embed(texts)?;
+        self.texts
+            .lock()
+            .unwrap()
+            .extend(texts.iter().map(|t| t.to_string()));
+        let call = self.inner.calls.load(Ordering::SeqCst);
+        for (after, hook) in &self.hooks {
+            if *after == call {
+                hook();
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[test]
+fn an_edit_during_a_build_is_published_before_the_backlog() {
+    let fx = Fixture::new();
+    let input = corpus(&fx, 12);
+    fx.index(&[&input], &Settings::default());
+    let dir = fx.index_dir();
+    build_vectors(&dir, &small_batches(), &BagOfWords::new("bow"), &mut |_| {}).unwrap();
+
+    // A backlog of 20 new records; while it is embedded, record 5 is edited and committed.
+    let text = std::fs::read_to_string(&input).unwrap();
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    lines.extend((12..32).map(|i| {
+        record(
+            &format!("r{i:03}"),
+            &format!("Note {i}"),
+            "cache latency backlog",
+        )
+    }));
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    fx.index(&[&input], &Settings::default());
+    let edited = "Note 5\nan edit that must not wait for the backlog";
+    lines[5] = record(
+        "r005",
+        "Note 5",
+        "an edit that must not wait for the backlog",
+    );
+    let after_edit = lines.join("\n");
+    let dense = || {
+        let finder = open_with(&fx, Arc::new(BagOfWords::new("bow")));
+        let mut s = Settings::default();
+        s.lexical.enabled = false;
+        let hits = finder
+            .search("edit must wait backlog", &s, 0, 1)
+            .unwrap()
+            .hits;
+        hits.first().map(|h| h.id.clone())
+    };
+    let recording = Recording {
+        inner: BagOfWords::new("bow"),
+        texts: Default::default(),
+        hooks: vec![
+            (
+                2,
+                Box::new(|| {
+                    std::fs::write(&input, &after_edit).unwrap();
+                    fx.index(&[&input], &Settings::default());
+                }),
+            ),
+            // In the backlog's first batch, the edit is already searchable by meaning.
+            (4, Box::new(|| assert_eq!(dense().as_deref(), Some("r005")))),
+        ],
+    };
+    let report = build_vectors(&dir, &small_batches(), &recording, &mut |_| {}).unwrap();
+    let texts = recording.texts.lock().unwrap().clone();
+    // Two batches of the backlog, then the build starts over: the edit first (published on
+    // its own), then the twelve new records left.
+    assert_eq!(texts.len(), 8 + 1 + 12, "{texts:?}");
+    assert_eq!(texts[8], edited, "{texts:?}");
+    assert!(texts[9..]
+        .iter()
+        .all(|t| t.ends_with("cache latency backlog")));
+    assert_eq!((report.embedded, report.reused, report.total), (21, 11, 32));
+    assert_eq!(dense().as_deref(), Some("r005"));
+}
+
 #[test]
 fn edits_and_model_changes_redo_only_what_changed() {
     let fx = Fixture::new();
