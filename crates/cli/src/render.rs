@@ -167,7 +167,10 @@ pub fn status(s: &Status) -> String {
         let _ = writeln!(
             out,
             "graph:     {}",
-            if g.current {
+            if g.current && g.other_settings {
+                "current, built with other [graph] settings than these (an index run with \
+                 these rebuilds it)"
+            } else if g.current {
                 "current"
             } else {
                 "behind the last commit (the next `finder index` rebuilds it)"

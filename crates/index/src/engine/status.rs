@@ -50,9 +50,12 @@ pub struct Status {
 /// Whether the relation graph matches the last commit.
 #[derive(Debug, Clone, Serialize)]
 pub struct GraphStatus {
-    /// Built from the last commit with the current build settings; `false` after a run was
-    /// stopped between its commit and the graph build (the next `finder index` rebuilds it).
+    /// Built from the last commit; `false` after a run was stopped between its commit and the
+    /// graph build (the next `finder index` rebuilds it).
     pub current: bool,
+    /// Built with other `[graph]` build settings than the ones the status was read with (an
+    /// index made with `--config`, read without it): an index run with these rebuilds it.
+    pub other_settings: bool,
 }
 
 /// How far the vector layer is.
@@ -105,17 +108,17 @@ impl Finder {
             analysis: self.info.analysis,
             languages: self.info.languages.clone(),
             vectors: self.vector_status(),
-            graph: self
-                .dir
-                .join(crate::graph::GRAPH_DIR)
-                .exists()
-                .then(|| GraphStatus {
-                    current: crate::graph::graph_is_current(
-                        &self.dir,
-                        &self.settings.graph,
-                        self.info.generation,
-                    ),
-                }),
+            graph: self.dir.join(crate::graph::GRAPH_DIR).exists().then(|| {
+                let (current, other_settings) = crate::graph::graph_freshness(
+                    &self.dir,
+                    &self.settings.graph,
+                    self.info.generation,
+                );
+                GraphStatus {
+                    current,
+                    other_settings,
+                }
+            }),
             indexing: live::read(&self.dir, INDEXING_RUN),
         })
     }

@@ -287,6 +287,17 @@ pub(crate) fn graph_is_current(dir: &Path, g: &GraphSettings, generation: u64) -
             .is_ok_and(|k| k == build_key(g, generation))
 }
 
+/// Whether the published graph was built from commit `generation` (in this graph format), and
+/// if so, whether with other settings than `g`.
+pub(crate) fn graph_freshness(dir: &Path, g: &GraphSettings, generation: u64) -> (bool, bool) {
+    let gdir = dir.join(GRAPH_DIR);
+    let key = std::fs::read_to_string(gdir.join(STATE_FILE)).unwrap_or_default();
+    let built = gdir.join(GRAPH_FILE).exists()
+        && key.starts_with(&format!("{FORMAT}:"))
+        && key.ends_with(&format!(":g{generation}"));
+    (built, built && key != build_key(g, generation))
+}
+
 /// Builds the graph of the index in `dir` from its last commit and publishes it.
 pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
     build_graph_from(dir, settings, None)

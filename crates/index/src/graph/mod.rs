@@ -24,7 +24,7 @@ pub use build::{
     build_graph, build_key, EntityKind, GraphData, GraphFragment, GraphReport, GraphSource,
     LoadedGraph,
 };
-pub(crate) use build::{build_graph_from, graph_is_current, GRAPH_DIR};
+pub(crate) use build::{build_graph_from, graph_freshness, graph_is_current, GRAPH_DIR};
 pub use code::code_ranges;
 pub use links::{
     links, markdown_links, normalize_target, wiki_links, Link, LinkResolver, LinkStyle, LinkSyntax,

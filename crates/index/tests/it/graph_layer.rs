@@ -57,6 +57,29 @@ fn notes_become_a_graph_of_links_tags_and_mentions() {
     assert_eq!(edited.kinds.get("mentions"), None);
 }
 
+/// A graph built with other `[graph]` settings (an index made with `--config`) is current for
+/// its commit; the status read with other settings says so instead of calling it behind.
+#[test]
+fn status_tells_a_graph_of_other_settings_from_one_behind() {
+    let fx = Fixture::new();
+    let notes = vault(&fx);
+    let mut label_first = Settings::default();
+    label_first.graph.link_order = finder_core::LinkOrder::LabelFirst;
+    fx.index(&[&notes], &label_first);
+    let status = |settings: &Settings| {
+        finder_index::Finder::open(&fx.index_dir(), settings.clone())
+            .unwrap()
+            .status()
+            .unwrap()
+            .graph
+            .expect("a graph")
+    };
+    let same = status(&label_first);
+    assert!(same.current && !same.other_settings, "{same:?}");
+    let other = status(&Settings::default());
+    assert!(other.current && other.other_settings, "{other:?}");
+}
+
 #[test]
 fn the_boost_carries_relevance_along_links_and_explains_the_path() {
     let fx = Fixture::new();
