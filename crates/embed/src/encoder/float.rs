@@ -25,62 +25,49 @@ pub(crate) fn layer_norm(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
 /// fixed order of additions on every CPU.
 const LANES: usize = 16;
 
-/// `Σ x`, summed in [`LANES`] interleaved partial sums, then those in order.
+/// Folds `x` with `step` into [`LANES`] interleaved accumulators started at `init`, merges
+/// them in order, then merges in the fold of the tail: one fixed order on every CPU.
+#[inline(always)]
+fn fold_lanes(
+    x: &[f32],
+    init: f32,
+    step: impl Fn(f32, f32) -> f32,
+    merge: impl Fn(f32, f32) -> f32,
+) -> f32 {
+    let mut lanes = [init; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (l, &v) in lanes.iter_mut().zip(chunk) {
+            *l = step(*l, v);
+        }
+    }
+    let head = lanes.into_iter().fold(init, &merge);
+    merge(head, tail.iter().fold(init, |a, &v| step(a, v)))
+}
+
+/// `Σ x`.
 #[inline(always)]
 pub(crate) fn sum(x: &[f32]) -> f32 {
-    let mut lanes = [0f32; LANES];
-    let chunks = x.chunks_exact(LANES);
-    let tail = chunks.remainder();
-    for chunk in chunks {
-        for (l, v) in lanes.iter_mut().zip(chunk) {
-            *l += v;
-        }
-    }
-    lanes.iter().sum::<f32>() + tail.iter().sum::<f32>()
+    fold_lanes(x, 0.0, |a, v| a + v, |a, b| a + b)
 }
 
-/// `Σ x²`, in the order of [`sum`].
+/// `Σ x²`.
 #[inline(always)]
 pub(crate) fn sum_squares(x: &[f32]) -> f32 {
-    let mut lanes = [0f32; LANES];
-    let chunks = x.chunks_exact(LANES);
-    let tail = chunks.remainder();
-    for chunk in chunks {
-        for (l, v) in lanes.iter_mut().zip(chunk) {
-            *l += v * v;
-        }
-    }
-    lanes.iter().sum::<f32>() + tail.iter().map(|v| v * v).sum::<f32>()
+    fold_lanes(x, 0.0, |a, v| a + v * v, |a, b| a + b)
 }
 
-/// `max |x|` (0 for an empty slice); the order does not change a maximum.
+/// `max |x|` (0 for an empty slice).
 #[inline(always)]
 pub(crate) fn max_abs(x: &[f32]) -> f32 {
-    let mut lanes = [0f32; LANES];
-    let chunks = x.chunks_exact(LANES);
-    let tail = chunks.remainder();
-    for chunk in chunks {
-        for (l, v) in lanes.iter_mut().zip(chunk) {
-            *l = l.max(v.abs());
-        }
-    }
-    let m = lanes.iter().fold(0f32, |m, &l| m.max(l));
-    tail.iter().fold(m, |m, v| m.max(v.abs()))
+    fold_lanes(x, 0.0, |a, v| a.max(v.abs()), f32::max)
 }
 
 /// `max x` (−∞ for an empty slice).
 #[inline(always)]
 fn max(x: &[f32]) -> f32 {
-    let mut lanes = [f32::NEG_INFINITY; LANES];
-    let chunks = x.chunks_exact(LANES);
-    let tail = chunks.remainder();
-    for chunk in chunks {
-        for (l, v) in lanes.iter_mut().zip(chunk) {
-            *l = l.max(*v);
-        }
-    }
-    let m = lanes.iter().fold(f32::NEG_INFINITY, |m, &l| m.max(l));
-    tail.iter().fold(m, |m, &v| m.max(v))
+    fold_lanes(x, f32::NEG_INFINITY, f32::max, f32::max)
 }
 
 /// `x ← x + y`.
