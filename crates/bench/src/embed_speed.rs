@@ -13,6 +13,8 @@ use finder_core::Settings;
 use finder_embed::{CandleMiniLm, MiniLm};
 use serde_json::{json, Value};
 
+use crate::run::self_cpu_s;
+
 #[derive(Debug, Clone)]
 pub struct SpeedOptions {
     /// A folder of notes or a BEIR folder, read as `finder index` reads it.
@@ -46,30 +48,19 @@ fn texts(options: &SpeedOptions, settings: &Settings) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// Seconds of CPU this process has used (user + system), from /proc.
-fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which may hold spaces): utime and stime are the 12th
-    // and 13th, in clock ticks of 1/100 s.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    Some(ticks / 100.0)
-}
-
 /// Runs `embed` over the batches and times it.
 fn timed(
     batches: &[Vec<&str>],
     mut embed: impl FnMut(&[&str]) -> Result<Vec<Vec<f32>>>,
 ) -> Result<(Vec<Vec<f32>>, f64, Option<f64>)> {
-    let cpu = cpu_seconds();
+    let cpu = self_cpu_s();
     let started = Instant::now();
     let mut vectors = Vec::new();
     for batch in batches {
         vectors.extend(embed(batch)?);
     }
     let wall = started.elapsed().as_secs_f64();
-    let cpu = cpu.zip(cpu_seconds()).map(|(a, b)| b - a);
+    let cpu = cpu.zip(self_cpu_s()).map(|(a, b)| b - a);
     Ok((vectors, wall, cpu))
 }
 

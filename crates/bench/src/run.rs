@@ -372,7 +372,7 @@ impl Phases {
 
 /// This process's CPU time so far, user and system, every thread's, in seconds (from
 /// `/proc/self/stat`, in the kernel's 1/100 s ticks); `None` off Linux.
-fn self_cpu_s() -> Option<f64> {
+pub(crate) fn self_cpu_s() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // Fields after the command name, which is in parentheses and may hold spaces: state is
     // the first, utime and stime the 12th and 13th.
