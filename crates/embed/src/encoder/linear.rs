@@ -152,7 +152,6 @@ impl QLinear {
 pub(crate) struct Quantized {
     /// `rows × k` integers; the padding past the inputs is 0.
     data: Vec<i16>,
-    k: usize,
     scales: Vec<f32>,
 }
 
@@ -160,7 +159,6 @@ impl Quantized {
     #[inline(always)]
     fn quantize(&mut self, x: &[f32], inputs: usize, k: usize, range: f32) {
         let rows = x.len() / inputs;
-        self.k = k;
         self.data.clear();
         self.data.resize(rows * k, 0);
         self.scales.clear();
