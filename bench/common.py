@@ -26,14 +26,21 @@ FUSE_DEPTH = 100
 TOP = 10
 MODES = ("lexical", "dense", "hybrid")
 # HNSW settings for every peer with a graph index (qdrant-edge, pgvector, LanceDB's
-# IVF_HNSW_SQ), matched to Finder's defaults (crates/index/src/vector/ann.rs: m 16,
-# ef_construction 200). The search beam is the one Finder's vector channel walks with at its
-# defaults: never below its window of 1.5 x the list depth (crates/index/src/vector/search.rs),
-# so max(vector.ef_search 128, 1.5 x vector.vec_list_size 200) = 300, in the dense mode as in
-# the hybrid (harness runs before 6352ce9 gave the peers 128).
-HNSW_M = int(os.environ.get("FINDER_BENCH_HNSW_M", "16"))
+# IVF_HNSW_SQ), matched to Finder's defaults (crates/ann/src/lib.rs: m 32 since the run that
+# added hnsw_ef below, 16 before; ef_construction 200). The search beam is hnsw_ef(docs).
+HNSW_M = int(os.environ.get("FINDER_BENCH_HNSW_M", "32"))
 HNSW_EF_CONSTRUCTION = int(os.environ.get("FINDER_BENCH_HNSW_EFC", "200"))
-HNSW_EF = int(os.environ.get("FINDER_BENCH_HNSW_EF", "300"))
+
+
+def hnsw_ef(docs):
+    """The beam Finder's vector channel walks with over `docs` vectors at its defaults, in the
+    dense mode as in the hybrid: 3 x sqrt(docs) (crates/core/src/settings/mod.rs:
+    BEAM_PER_SQRT_ROW), never below its window of 1.5 x the list depth of 200
+    (crates/index/src/vector/search.rs). Runs before it gave every size 300 (128 before
+    6352ce9). FINDER_BENCH_HNSW_EF sets one beam for every size."""
+    if os.environ.get("FINDER_BENCH_HNSW_EF"):
+        return int(os.environ["FINDER_BENCH_HNSW_EF"])
+    return max(300, math.ceil(3 * math.sqrt(docs)))
 # Each mode's top-10 id lists, written beside the result (lists.json) for the harness, which
 # compares the dense lists with the exact neighbours.
 LISTS = {}

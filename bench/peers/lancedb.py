@@ -5,7 +5,7 @@
   positions) over one column title+text; `search(q, query_type="fts")`.
 - dense: below LANCEDB_INDEX_MIN docs (default 50,000) no vector index: exact flat scan with
   cosine distance. From there on an IVF_HNSW_SQ index (cosine; LanceDB's default partitions;
-  m 16, ef_construction 200 as the other HNSW peers), queried with nprobes 20 and ef 300
+  m and ef_construction as the other HNSW peers), queried with nprobes 20 and common.py's beam
   (the plain scan would be exact but linear). Which one ran is in the notes.
 - hybrid: LanceDB's native hybrid query (`query_type="hybrid"`, both sub-queries limited to
   100) with `RRFReranker(K=RRF_K)`, top 10 of the fused list.
@@ -29,7 +29,6 @@ import common as C  # noqa: E402
 SYSTEM = "lancedb"
 INDEX_MIN = int(os.environ.get("LANCEDB_INDEX_MIN", "50000"))
 NPROBES = 20
-EF = C.HNSW_EF
 
 
 def main():
@@ -88,10 +87,11 @@ def main():
         "lexical: Lance native FTS (BM25; simple tokenizer, lower case, English stemmer and "
         "stop words, ASCII folding, no positions) over one column title+text"
     )
+    ef = C.hnsw_ef(ds.docs)
     if vector_index:
         res["notes"].append(
             f"dense: IVF_HNSW_SQ (cosine, default partitions, m {C.HNSW_M}, ef_construction "
-            f"{C.HNSW_EF_CONSTRUCTION}), nprobes {NPROBES}, ef {EF}"
+            f"{C.HNSW_EF_CONSTRUCTION}), nprobes {NPROBES}, ef {ef}"
         )
     else:
         res["notes"].append(
@@ -108,7 +108,7 @@ def main():
     def vq(i, k):
         q = tbl.search(qv[i], query_type="vector").distance_type("cosine")
         if vector_index:
-            q = q.nprobes(NPROBES).ef(EF)
+            q = q.nprobes(NPROBES).ef(ef)
         return q
 
     def lexical(i):
@@ -128,7 +128,7 @@ def main():
             .distance_type("cosine")
         )
         if vector_index:
-            q = q.nprobes(NPROBES).ef(EF)
+            q = q.nprobes(NPROBES).ef(ef)
         t = q.select(["id"]).limit(C.FUSE_DEPTH).rerank(rrf).to_arrow()
         return t["id"].to_pylist()[: C.TOP]
 

@@ -1,7 +1,7 @@
 """qdrant-edge (PyPI `qdrant-edge-py`, the embedded Qdrant shard, `qdrant_edge.EdgeShard`).
 
-- dense: named vector "dense", cosine, HNSW with the shared settings of common.py (m 16,
-  ef_construct 200, hnsw_ef 300: Finder's defaults (its beam at 1.5 x the list depth); Qdrant's own are 16/100), built by
+- dense: named vector "dense", cosine, HNSW with the shared settings of common.py (m 32,
+  ef_construct 200, hnsw_ef 3 x sqrt(docs), at least 300: Finder's defaults; Qdrant's own are 16/100), built by
   `EdgeShard.optimize()` after the upload.
 - lexical: named sparse vector "bm25" with `Modifier.Idf` (the shard applies IDF at query
   time); document weights from qdrant-edge's own `Bm25` model (English tokenizer, stop words,
@@ -26,7 +26,6 @@ import qdrant_edge as Q  # noqa: E402
 import common as C  # noqa: E402
 
 SYSTEM = "qdrant-edge"
-EF = C.HNSW_EF
 BATCH = 1000
 _word = re.compile(r"\w+")
 
@@ -110,9 +109,10 @@ def main():
     res["index_apparent_bytes"] = C.dir_bytes(path, apparent=True)
     shard = Q.EdgeShard.load(path)
 
+    ef = C.hnsw_ef(ds.docs)
     res["notes"].append(
         f"dense: HNSW m {C.HNSW_M}, ef_construct {C.HNSW_EF_CONSTRUCTION}, full_scan_threshold "
-        f"10000 KB (a segment with less vector data is searched exactly), hnsw_ef {EF}; WAL "
+        f"10000 KB (a segment with less vector data is searched exactly), hnsw_ef {ef}; WAL "
         "disabled for the bulk load"
     )
     if use_sparse:
@@ -127,7 +127,7 @@ def main():
         )
     res["notes"].append(f"hybrid: native prefetch (lexical 100, dense 100) + Fusion.Rrf(k={C.RRF_K})")
 
-    params = Q.SearchParams(hnsw_ef=EF)
+    params = Q.SearchParams(hnsw_ef=ef)
     qv = ds.query_vectors
     qtexts = [q for _, q in ds.queries]
     dense_q = [qv[i].tolist() for i in range(len(qtexts))]

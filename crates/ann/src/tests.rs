@@ -13,8 +13,8 @@ use crate::file::{FIXED_BODY_LEN, HEADER_LEN};
 use crate::search::Scored;
 
 /// The beam the recall tests search with: on 20,000 clustered 384-dimensional vectors
-/// (m = 16, ef_construction = 200) it finds the exact top 10 (Finder's own default,
-/// `vector.ef_search`, is wider).
+/// (measured at m = 16, ef_construction = 200; the tests build with the defaults) it finds the
+/// exact top 10 (Finder's own beam, `vector.ef_search`, is wider).
 const DEFAULT_EF_SEARCH: usize = 64;
 
 /// A deterministic generator for fixtures (the same SplitMix64 as the level draws).

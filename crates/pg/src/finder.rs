@@ -53,9 +53,9 @@ pub struct PgFinder {
     graph_key: Option<String>,
     /// The relation graph as of open (`Ok(None)`: none stored; `Err`: unusable, with why).
     graph: std::result::Result<Option<finder_index::graph::LoadedGraph>, String>,
-    /// Per shard, whether its vector list is an exact scan rather than an HNSW walk
-    /// ([`search::EXACT_SCAN_MAX`]).
-    exact: Vec<bool>,
+    /// Per shard, its fragments: whether its vector list is an exact scan rather than an
+    /// HNSW walk ([`search::EXACT_SCAN_MAX`]), and the beam of a walk.
+    rows: Vec<u64>,
 }
 
 impl PgFinder {
@@ -95,10 +95,7 @@ impl PgFinder {
         let graph_key = graph::stored_key(&mut clients[graph::GRAPH_SHARD])?;
         let graph = graph::load(&mut clients[graph::GRAPH_SHARD], &key);
         Ok(PgFinder {
-            exact: records
-                .iter()
-                .map(|r| r.fragments <= search::EXACT_SCAN_MAX)
-                .collect(),
+            rows: records.iter().map(|r| r.fragments).collect(),
             graph,
             graph_key,
             conns: (0..n).map(|i| read_pool(config, i, &tls)).collect(),
@@ -666,7 +663,7 @@ impl PgQuery<'_> {
         let text = crate::writer::vector_text(vector);
         let lists = nearest_lists(
             &mut self.conns.borrow_mut(),
-            &self.finder.exact,
+            &self.finder.rows,
             &text,
             &settings.vector,
             window(depth),
@@ -699,7 +696,7 @@ impl PgQuery<'_> {
             ),
             probe => {
                 let snapshots = self.snapshots.as_deref();
-                let (pools, exact) = (&self.finder.conns, &self.finder.exact);
+                let (pools, rows) = (&self.finder.conns, &self.finder.rows);
                 let (others, (vector, stage, lists, took)) = std::thread::scope(|scope| {
                     let beside = scope.spawn(move || {
                         let started = Instant::now();
@@ -708,7 +705,7 @@ impl PgQuery<'_> {
                             let mut aside = Aside::open(pools, snapshots?)?;
                             let text = crate::writer::vector_text(v);
                             let (vs, window) = (&settings.vector, window(depth));
-                            nearest_lists(&mut aside.0, exact, &text, vs, window).ok()
+                            nearest_lists(&mut aside.0, rows, &text, vs, window).ok()
                         });
                         (vector, stage, lists, started.elapsed())
                     });
@@ -845,13 +842,17 @@ fn fan_out<T: Send>(
 /// cosine, cut at `max_vector_distance`.
 fn nearest_lists(
     conns: &mut [Pooled],
-    exact: &[bool],
+    rows: &[u64],
     vector: &str,
     settings: &finder_core::VectorSettings,
     window: usize,
 ) -> Result<Vec<Vec<Found>>> {
     fan_out(conns, |i, c| {
-        let mut found = search::nearest(c, i, vector, window, settings.ef_search, exact[i])?;
+        let (beam, exact) = (
+            settings.beam(rows[i] as usize),
+            rows[i] <= search::EXACT_SCAN_MAX,
+        );
+        let mut found = search::nearest(c, i, vector, window, beam, exact)?;
         found.retain(|f| 1.0 - f.score <= settings.max_vector_distance);
         Ok(found)
     })

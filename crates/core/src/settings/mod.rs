@@ -32,7 +32,12 @@ pub const DEFAULT_FRAGMENT_MAX_CHARS: usize = 3200;
 pub const DEFAULT_SUMMARY_MAX_CHARS: usize = 280;
 pub const DEFAULT_LANGUAGE: &str = "auto";
 pub const DEFAULT_MAX_VECTOR_DISTANCE: f32 = 0.9;
-pub const DEFAULT_EF_SEARCH: usize = 128;
+/// `vector.ef_search` 0: the beam grows with the index ([`VectorSettings::beam`]).
+pub const DEFAULT_EF_SEARCH: usize = 0;
+/// With `vector.ef_search = 0`, the HNSW beam is this many times the square root of the
+/// vectors searched: 300 at 10,000, 949 at 100,000, 3,000 at a million
+/// (docs/perf/hnsw-beam.md).
+pub const BEAM_PER_SQRT_ROW: f64 = 3.0;
 pub const DEFAULT_QUERY_EMBED_TIMEOUT_MS: u64 = 2_000;
 pub const DEFAULT_ALPHA: f64 = 0.5;
 pub const DEFAULT_EMBED_MAX_TOKENS: usize = 256;
@@ -170,8 +175,9 @@ pub struct VectorSettings {
     pub vec_list_size: usize,
     /// Hits farther than this cosine distance (1 − cosine) are dropped.
     pub max_vector_distance: f32,
-    /// ANN beam width. The walk never uses less than its window of 1.5 × `vec_list_size`
-    /// (300 at the defaults), which is reordered by exact cosine.
+    /// ANN beam width; 0 sizes it by the index ([`VectorSettings::beam`]). The walk never
+    /// uses less than its window of 1.5 × `vec_list_size` (300 at the defaults), which is
+    /// reordered by exact cosine.
     pub ef_search: usize,
     /// Past this, the query is answered without the vector channel.
     pub query_embed_timeout_ms: u64,
@@ -185,6 +191,19 @@ impl Default for VectorSettings {
             max_vector_distance: DEFAULT_MAX_VECTOR_DISTANCE,
             ef_search: DEFAULT_EF_SEARCH,
             query_embed_timeout_ms: DEFAULT_QUERY_EMBED_TIMEOUT_MS,
+        }
+    }
+}
+
+impl VectorSettings {
+    /// The HNSW beam a search over `rows` vectors walks with: `ef_search`, or when it is 0,
+    /// [`BEAM_PER_SQRT_ROW`] × √rows. A graph walk loses more of the exact neighbours the
+    /// larger the graph it walks, so a fixed beam that keeps them all at ten thousand keeps
+    /// six in ten at a million. The caller widens it to at least its window.
+    pub fn beam(&self, rows: usize) -> usize {
+        match self.ef_search {
+            0 => (BEAM_PER_SQRT_ROW * (rows as f64).sqrt()).ceil() as usize,
+            ef => ef,
         }
     }
 }
@@ -727,6 +746,22 @@ mod tests {
         let keys = Settings::keys();
         assert!(keys.contains(&"lexical.k1".to_string()));
         assert!(keys.contains(&"finder.rrf_k".to_string()));
+    }
+
+    #[test]
+    fn the_default_beam_grows_with_the_square_root_of_the_vectors() {
+        let mut v = VectorSettings::default();
+        let beams: Vec<usize> = [0, 10_000, 100_000, 1_000_000]
+            .into_iter()
+            .map(|rows| v.beam(rows))
+            .collect();
+        assert_eq!(beams, [0, 300, 949, 3_000]);
+        // A beam set by hand holds at every size.
+        v.ef_search = 512;
+        assert_eq!((v.beam(10), v.beam(1_000_000)), (512, 512));
+        let mut s = Settings::default();
+        s.set("vector.ef_search=0").unwrap();
+        assert!(s.set("vector.ef_search=-1").is_err());
     }
 
     #[test]

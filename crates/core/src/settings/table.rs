@@ -98,7 +98,7 @@ pub const SETTINGS: &[Spec] = &[
     spec("vector.enabled", Query, "the nearest-neighbour list"),
     ranged("vector.vec_list_size", Query, 10.0, 500.0, "passages the vector list returns"),
     ranged("vector.max_vector_distance", Query, 0.0, 2.0, "cosine distance past which hits are dropped"),
-    ranged("vector.ef_search", Query, 10.0, 2_000.0, "HNSW beam, never below the window reordered by exact cosine (1.5 × vec_list_size)"),
+    ranged("vector.ef_search", Query, 0.0, 20_000.0, "HNSW beam; 0 sizes it by the index (3 × √vectors); never below the window reordered by exact cosine (1.5 × vec_list_size)"),
     ranged("vector.query_embed_timeout_ms", Query, 1.0, 600_000.0, "past it the query runs without its vector list"),
     spec("finder.fusion", Query, "rrf | cc (min-max normalised scores, alpha toward dense)"),
     ranged("finder.rrf_k", Query, 10.0, 200.0, "reciprocal rank fusion's constant"),

@@ -530,7 +530,7 @@ impl QueryRun<'_> {
     ) -> ChannelOutcome {
         let v = &settings.vector;
         let hits = index
-            .search(vector, depth, v.ef_search, v.max_vector_distance)
+            .search(vector, depth, v.beam(index.len()), v.max_vector_distance)
             .into_iter()
             .map(|(key, sim)| finder_core::ScoredFragment {
                 fragment: FragmentKey(key),

@@ -157,6 +157,11 @@ impl VectorIndex {
         self.graph.dim()
     }
 
+    /// Live vectors.
+    pub fn len(&self) -> usize {
+        self.graph.len()
+    }
+
     /// The stored vector of a fragment.
     pub fn vector(&self, key: u64) -> Option<&[f32]> {
         self.graph.get(key)
