@@ -323,7 +323,7 @@ impl Hnsw {
             self.links_upper
                 .resize(self.links_upper.len() + level * self.stride_upper(), 0);
         }
-        self.rows_by_key.insert(key, row);
+        self.rows_by_key.push(&self.keys, row);
         (row, level)
     }
 }

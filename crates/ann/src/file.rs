@@ -1,9 +1,9 @@
 //! The checksummed file format (see the crate documentation) and the checks a read makes.
 
-use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::sync::Mutex;
 
+use crate::key_rows::KeyRows;
 use crate::search::SCAN_MAX_ROWS;
 use crate::{AnnError, Hnsw, HnswParams, MAX_M, NONE};
 
@@ -149,7 +149,7 @@ impl Hnsw {
             links_upper,
             entry,
             max_level,
-            rows_by_key: HashMap::new(),
+            rows_by_key: KeyRows::default(),
             rng,
             scratch: Mutex::new(Vec::new()),
         };
@@ -214,7 +214,6 @@ impl Hnsw {
         }
         self.deleted = Vec::with_capacity(rows);
         self.upper_offsets = Vec::with_capacity(rows);
-        self.rows_by_key.reserve(rows);
         let mut offset = 0usize;
         for (row, &tombstone) in deleted.iter().enumerate() {
             let flag = match tombstone {
@@ -243,13 +242,18 @@ impl Hnsw {
                 }
                 offset += level * (1 + m);
             }
-            if !flag
-                && self
+            if flag {
+                self.rows_by_key.push_dead(&self.keys, row as u32);
+            } else {
+                let key = self.keys[row];
+                if self
                     .rows_by_key
-                    .insert(self.keys[row], row as u32)
+                    .get(&self.keys, &self.deleted, key)
                     .is_some()
-            {
-                return corrupt(format!("key {} is live in two rows", self.keys[row]));
+                {
+                    return corrupt(format!("key {key} is live in two rows"));
+                }
+                self.rows_by_key.push(&self.keys, row as u32);
             }
         }
         if offset != self.links_upper.len() {

@@ -46,6 +46,7 @@
 mod build;
 pub mod distance;
 mod file;
+mod key_rows;
 pub mod order;
 mod quantize;
 mod rows;
@@ -55,10 +56,10 @@ mod tests;
 
 pub use rows::Rows;
 
-use std::collections::HashMap;
 use std::io;
 use std::sync::Mutex;
 
+use key_rows::KeyRows;
 use quantize::Codes;
 use search::{Scratch, SCAN_MAX_ROWS};
 
@@ -159,8 +160,8 @@ pub struct Hnsw {
     /// The row search starts from (the first row that reached `max_level`), or `NONE`.
     entry: u32,
     max_level: usize,
-    /// Live keys only.
-    rows_by_key: HashMap<u64, u32>,
+    /// The row of each live key.
+    rows_by_key: KeyRows,
     /// SplitMix64 state for drawing levels.
     rng: u64,
     /// Reusable search buffers, see [`Scratch`].
@@ -213,7 +214,7 @@ impl Hnsw {
             links_upper: Vec::new(),
             entry: NONE,
             max_level: 0,
-            rows_by_key: HashMap::new(),
+            rows_by_key: KeyRows::default(),
             rng: params.seed,
             scratch: Mutex::new(Vec::new()),
         }
@@ -234,7 +235,6 @@ impl Hnsw {
         self.levels.reserve_exact(rows);
         self.links0.reserve_exact(rows * (1 + 2 * self.params.m));
         self.upper_offsets.reserve_exact(rows);
-        self.rows_by_key.reserve(rows);
     }
 
     /// Live (not deleted) vectors.
@@ -244,7 +244,7 @@ impl Hnsw {
 
     /// Whether no live vector is left.
     pub fn is_empty(&self) -> bool {
-        self.rows_by_key.is_empty()
+        self.rows_by_key.len() == 0
     }
 
     /// The dimension of every vector.
@@ -264,18 +264,14 @@ impl Hnsw {
 
     /// Tombstones `key`; returns whether it was present.
     pub fn remove(&mut self, key: u64) -> bool {
-        match self.rows_by_key.remove(&key) {
-            Some(row) => {
-                self.deleted[row as usize] = true;
-                true
-            }
-            None => false,
-        }
+        self.rows_by_key.remove(&self.keys, &mut self.deleted, key)
     }
 
     /// The stored vector of a live key.
     pub fn get(&self, key: u64) -> Option<&[f32]> {
-        self.rows_by_key.get(&key).map(|&row| self.vector(row))
+        self.rows_by_key
+            .get(&self.keys, &self.deleted, key)
+            .map(|row| self.vector(row))
     }
 
     /// A new index holding only the live vectors, built afresh with the same parameters and
@@ -291,7 +287,6 @@ impl Hnsw {
         out.levels.reserve(live);
         out.links0.reserve(live * out.stride0());
         out.upper_offsets.reserve(live);
-        out.rows_by_key.reserve(live);
         let live: Vec<(u64, &[f32])> = (0..self.rows() as u32)
             .filter(|&row| !self.deleted[row as usize])
             .map(|row| (self.keys[row as usize], self.vector(row)))
