@@ -289,7 +289,7 @@ fn graph_stages<R: Retriever>(
             // A list that counts less than fully says so, and why.
             let note = (n > 0 && list.weight < 1.0).then(|| {
                 format!(
-                    "{n} hits, counted at {:.2} (the share of the seeds with a linked passage)",
+                    "{n} hits, counted at {:.2} (by the share of the seeds with a linked passage)",
                     list.weight
                 )
             });

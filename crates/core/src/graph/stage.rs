@@ -184,16 +184,22 @@ pub fn named_allowed(access: &dyn GraphAccess, text: &str, settings: &GraphSetti
     named
 }
 
+/// How much the neighbours list counts per share of the seeds the graph links: HotpotQA's
+/// bridge passages reach the top five more often at 1.25 than at 1, while SciFact's train split
+/// stays where it was (docs/perf/graph-neighbours.md).
+pub const NEIGHBOURS_PER_SHARE: f64 = 1.25;
+
 /// The neighbours channel: fragments one hop from the best seeds, at most `fan_out` per seed,
 /// scored by the seed's score times the edge weight.
 ///
-/// The list's fusion weight is the share of the `seeds` slots whose seed has a neighbouring
-/// fragment at all: how much the graph knows about this query's neighbourhood. Reciprocal
+/// The list's fusion weight is [`NEIGHBOURS_PER_SHARE`] times the share of the `seeds` slots
+/// whose seed has a neighbouring fragment at all (at most 1): how much the graph knows about
+/// this query's neighbourhood. Reciprocal
 /// ranks ignore how many seeds a list was drawn from, so without it two linked passages out of
 /// twenty seeds would take the first ranks of a list that counts as much as the lexical one,
 /// and a note linked from the one passage that holds a rare word would tie with it. Where most
 /// passages link (a note vault, HotpotQA's mentions) the weight stays near 1; where a few
-/// mentions are all there is (SciFact's titles) it falls to a tenth or less
+/// mentions are all there is (SciFact's titles) it falls to an eighth or less
 /// (docs/perf/graph-neighbours.md).
 pub fn neighbour_list(
     access: &dyn GraphAccess,
@@ -233,7 +239,8 @@ pub fn neighbour_list(
     }
     let mut list = ranked(Channel::Neighbours, scores, depth);
     if seeds > 0 {
-        list.weight = linked as f64 / settings.seeds.max(seeds) as f64;
+        let share = linked as f64 / settings.seeds.max(seeds) as f64;
+        list.weight = (NEIGHBOURS_PER_SHARE * share).min(1.0);
     }
     list
 }
@@ -347,8 +354,8 @@ mod tests {
         let list = neighbour_list(&fx, &seeds(&[0, 1, 2, 3]), &four, 10);
         let hits: Vec<u64> = list.hits.iter().map(|h| h.fragment.0).collect();
         assert_eq!(hits, vec![4]);
-        assert_eq!(list.weight, 0.25);
-        // Every seed linked, and as many seeds as slots: the list counts fully.
+        assert_eq!(list.weight, 0.25 * NEIGHBOURS_PER_SHARE);
+        // Every seed linked, and as many seeds as slots: the list counts fully, no more.
         let two = GraphSettings {
             seeds: 2,
             ..GraphSettings::default()
@@ -357,7 +364,10 @@ mod tests {
         assert_eq!(list.weight, 1.0);
         // Fewer seeds than slots (a rare word found in two passages): the graph knows less.
         let list = neighbour_list(&fx, &seeds(&[0, 4]), &settings, 10);
-        assert_eq!(list.weight, 2.0 / settings.seeds as f64);
+        assert_eq!(
+            list.weight,
+            NEIGHBOURS_PER_SHARE * 2.0 / settings.seeds as f64
+        );
         // No seed with a node: nothing to weigh, an empty list at full weight.
         let list = neighbour_list(&fx, &seeds(&[7, 8]), &settings, 10);
         assert!(list.hits.is_empty());
