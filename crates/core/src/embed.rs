@@ -10,6 +10,18 @@ pub trait Embed: Send + Sync {
     fn model_id(&self) -> &str;
     fn dim(&self) -> usize;
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String>;
+    /// Every part of each text the model reads, one vector per part, first part first: a
+    /// model that reads a limited window embeds a longer text window by window, so no part of
+    /// a passage goes unread. The first vector is the one [`Embed::embed`] gives. By default
+    /// the text is one part.
+    fn embed_windows(&self, texts: &[&str]) -> Result<Vec<Vec<Vec<f32>>>, String> {
+        Ok(self.embed(texts)?.into_iter().map(|v| vec![v]).collect())
+    }
+    /// Whether [`Embed::embed_windows`] can give a text more than one part: when it cannot,
+    /// `embed.windows` changes nothing and nothing is embedded again for it.
+    fn reads_in_windows(&self) -> bool {
+        false
+    }
     /// Whether the model was trained on English text only: a query written mostly in
     /// another script then gets no vector list (its vector would be noise), and the channel
     /// says why.

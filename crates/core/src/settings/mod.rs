@@ -39,6 +39,9 @@ pub const DEFAULT_EF_SEARCH: usize = 0;
 /// (docs/perf/hnsw-beam.md).
 pub const BEAM_PER_SQRT_ROW: f64 = 3.0;
 pub const DEFAULT_QUERY_EMBED_TIMEOUT_MS: u64 = 2_000;
+/// How far a fragment's best later window lifts its score above its first window's, with
+/// `embed.windows` (docs/perf/embedding-windows.md).
+pub const DEFAULT_WINDOW_WEIGHT: f32 = 0.5;
 pub const DEFAULT_ALPHA: f64 = 0.5;
 pub const DEFAULT_EMBED_MAX_TOKENS: usize = 256;
 pub const DEFAULT_EMBED_BATCH_SIZE: usize = 32;
@@ -95,6 +98,8 @@ pub struct EmbedSettings {
     pub max_tokens: usize,
     /// Texts per inference batch.
     pub batch_size: usize,
+    /// Embed every window of a passage longer than `max_tokens`, not only its first.
+    pub windows: bool,
     /// OpenAI-compatible `/v1/embeddings` URL, or Ollama's `/api/embed`.
     pub http_url: String,
     pub http_model: String,
@@ -112,6 +117,7 @@ impl Default for EmbedSettings {
             dim: DEFAULT_PRECOMPUTED_DIM,
             max_tokens: DEFAULT_EMBED_MAX_TOKENS,
             batch_size: DEFAULT_EMBED_BATCH_SIZE,
+            windows: false,
             http_url: String::new(),
             http_model: String::new(),
             http_api_key: String::new(),
@@ -181,6 +187,9 @@ pub struct VectorSettings {
     pub ef_search: usize,
     /// Past this, the query is answered without the vector channel.
     pub query_embed_timeout_ms: u64,
+    /// A fragment embedded in windows (`embed.windows`) scores as its first window's cosine
+    /// plus this share of what its best window adds to it: 1 takes the best window.
+    pub window_weight: f32,
 }
 
 impl Default for VectorSettings {
@@ -191,6 +200,7 @@ impl Default for VectorSettings {
             max_vector_distance: DEFAULT_MAX_VECTOR_DISTANCE,
             ef_search: DEFAULT_EF_SEARCH,
             query_embed_timeout_ms: DEFAULT_QUERY_EMBED_TIMEOUT_MS,
+            window_weight: DEFAULT_WINDOW_WEIGHT,
         }
     }
 }

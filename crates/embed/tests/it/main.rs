@@ -74,3 +74,42 @@ fn encoder_matches_the_f32_reference() {
         assert!(cos > 0.9999, "cosine {cos} to the reference for {text:.40}");
     }
 }
+
+/// A text past the 256-token window is embedded window by window: the first window is the
+/// vector `embed` gives, each later one is the model's reading of a later stretch (the same
+/// as embedding that stretch alone, to within the window's overlap), and a short text is one
+/// window.
+#[test]
+fn a_long_text_is_read_window_by_window() {
+    use finder_core::Embed;
+    let Some(m) = model() else { return };
+    let opening =
+        "Glaciers carve valleys as they move downhill under their own weight. ".repeat(20);
+    let closing = "The caldera filled with rain after the eruption. Tephra and ash covered the \
+                   fields for miles, and lava flows cut the road to the village. Volcanologists \
+                   measured the sulfur dioxide venting from the crater for weeks.";
+    let long = format!("{opening}{closing}");
+    let windows = m.embed_windows(&[long.as_str(), closing]).unwrap();
+    assert_eq!(windows[1].len(), 1, "a short text is one window");
+    assert_eq!(windows[1][0], m.embed(&[closing]).unwrap()[0]);
+    let parts = &windows[0];
+    assert!(
+        (2..=finder_embed::MAX_WINDOWS).contains(&parts.len()),
+        "{}",
+        parts.len()
+    );
+    assert_eq!(parts[0], m.embed(&[long.as_str()]).unwrap()[0]);
+    // The closing sentence is read only by the last window.
+    let last = parts.last().unwrap();
+    let to_closing = |v: &[f32]| dot(v, &windows[1][0]);
+    assert!(
+        to_closing(last) > to_closing(&parts[0]) + 0.2,
+        "{} vs {}",
+        to_closing(last),
+        to_closing(&parts[0])
+    );
+    for v in parts {
+        assert_eq!(v.len(), 384);
+        assert!((dot(v, v) - 1.0).abs() < 1e-4, "normalised");
+    }
+}

@@ -20,7 +20,7 @@ use crate::lexical::top_k_terms;
 use crate::pages::{Body, PageFile, Stored};
 use crate::schema::{language_words, Fields};
 use crate::store_error;
-use crate::vector::VectorIndex;
+use crate::vector::{SearchLimits, VectorIndex};
 
 use super::*;
 
@@ -440,7 +440,8 @@ impl QueryRun<'_> {
         if let (Some(id), None, Ok(Some(index))) =
             (&request.like, &self.vector, &self.finder.vectors)
         {
-            // Recommend: the target's own vectors, averaged, are the query.
+            // Recommend: the target's own vectors (each fragment's first window), averaged,
+            // are the query.
             let mut sum = vec![0f32; index.dim()];
             for key in self.like_fragments(id)? {
                 if let Some(v) = index.vector(key.0) {
@@ -530,7 +531,15 @@ impl QueryRun<'_> {
     ) -> ChannelOutcome {
         let v = &settings.vector;
         let hits = index
-            .search(vector, depth, v.beam(index.len()), v.max_vector_distance)
+            .search(
+                vector,
+                depth,
+                v.beam(index.len()),
+                SearchLimits {
+                    max_distance: v.max_vector_distance,
+                    window_weight: v.window_weight,
+                },
+            )
             .into_iter()
             .map(|(key, sim)| finder_core::ScoredFragment {
                 fragment: FragmentKey(key),

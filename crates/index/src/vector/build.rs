@@ -24,7 +24,7 @@ use tantivy::TantivyDocument;
 use super::search::{read_state, VectorState, ANN_FILE, LOG_FILE};
 use super::{log, VECTOR_DIR};
 use crate::error::{IndexError, Result};
-use crate::keys::text_hash;
+use crate::keys::{part_key, text_hash};
 use crate::live::LiveRun;
 use crate::stored::{for_each_stored, load_catalog, open_or_create};
 use finder_ann::{Hnsw, HnswParams, Rows};
@@ -37,9 +37,10 @@ pub struct VectorReport {
     pub embedded: usize,
     /// Fragments whose vector was already there.
     pub reused: usize,
-    /// Vectors dropped because their fragment is gone.
+    /// Graph rows dropped (a fragment's, or one of its windows') because their text changed
+    /// or their fragment is gone.
     pub removed: usize,
-    /// Vectors in the published index.
+    /// Fragments with vectors in the published index.
     pub total: usize,
     pub seconds: f64,
 }
@@ -162,7 +163,15 @@ fn build(
     let commit = commit_stamp(dir);
     let (fragments, given) = embed_texts(dir, settings, precomputed, dim)?;
     let log_path = vdir.join(LOG_FILE);
-    let existing = log::read(&log_path, &model_id, dim).map_err(io_err(&log_path))?;
+    // A log of first windows only is not one of every window: switching `embed.windows`
+    // starts a fresh log (the graph is updated from it as after any change).
+    let windows = settings.embed.windows && !precomputed && embedder.reads_in_windows();
+    let log_id = if windows {
+        format!("{model_id}+windows")
+    } else {
+        model_id.clone()
+    };
+    let existing = log::read(&log_path, &log_id, dim).map_err(io_err(&log_path))?;
     let (mut have, valid_len) = match existing {
         Some(c) => (c.vectors, Some(c.valid_len)),
         None => (HashMap::new(), None),
@@ -170,7 +179,7 @@ fn build(
     let missing = |key: u64, hash: u64| have.get(&key).is_none_or(|(h, _)| *h != hash);
 
     let mut writer =
-        log::LogWriter::open(&log_path, &model_id, dim, valid_len).map_err(io_err(&log_path))?;
+        log::LogWriter::open(&log_path, &log_id, dim, valid_len).map_err(io_err(&log_path))?;
     let mut last_sync = Instant::now();
     let batch = settings.embed.batch_size.max(1);
     // The fragments to embed (none with precomputed vectors), similar lengths together: a
@@ -194,7 +203,7 @@ fn build(
         todo.truncate(changed);
     }
     // A vector depends on the text alone: a fragment whose text the log already holds under
-    // another key (a renamed or moved note, a repeated passage) takes that vector.
+    // another key (a renamed or moved note, a repeated passage) takes those vectors.
     let by_text: HashMap<u64, &[f32]> = have
         .values()
         .map(|(hash, v)| (*hash, v.as_slice()))
@@ -207,14 +216,14 @@ fn build(
         }
         None => true,
     });
-    // The vectors this build adds, one row each, in key order once complete.
+    // The vectors this pass adds, one row per part, in key order once complete.
     let mut fresh = if precomputed {
         let mut rows = given;
         rows.retain(missing);
         rows.normalize();
-        rows
+        Fresh::whole(dim, rows)
     } else {
-        Rows::with_capacity(dim, todo.len())
+        Fresh::new(dim, todo.len())
     };
     for &(key, hash, v) in &copies {
         writer.append(key, hash, v).map_err(io_err(&log_path))?;
@@ -223,7 +232,11 @@ fn build(
     let copied = copies.len();
     drop(copies);
     drop(by_text);
-    let total = if precomputed { fresh.len() } else { todo.len() };
+    let total = if precomputed {
+        fresh.fragments
+    } else {
+        todo.len()
+    };
     let chars_all = todo.iter().map(|(_, _, t)| t.len() as u64).sum();
     chars.set((0, chars_all));
     progress(VectorProgress::Embedding { done: 0, total });
@@ -231,9 +244,10 @@ fn build(
         for start in (0..total).step_by(batch) {
             let end = (start + batch).min(total);
             for i in start..end {
-                let (key, hash) = (fresh.keys[i], fresh.hashes[i]);
+                let rows = &fresh.rows;
+                let (key, hash) = (rows.keys[i], rows.hashes[i]);
                 writer
-                    .append(key, hash, fresh.row(i))
+                    .append(key, hash, rows.row(i))
                     .map_err(io_err(&log_path))?;
             }
             if last_sync.elapsed() > SYNC_EVERY {
@@ -243,19 +257,44 @@ fn build(
             progress(VectorProgress::Embedding { done: end, total });
         }
     } else {
+        let mut parts = Vec::new();
         for (i, chunk) in todo.chunks(batch).enumerate() {
             let texts: Vec<&str> = chunk.iter().map(|(_, _, t)| t.as_str()).collect();
             let chunk_chars: u64 = texts.iter().map(|t| t.len() as u64).sum();
-            let vectors = embedder
-                .embed(&texts)
-                .map_err(|reason| IndexError::Embedding { reason })?;
-            for ((key, hash, _), v) in chunk.iter().zip(vectors) {
-                if v.len() != dim {
-                    let reason = format!("model returned {} dimensions, expected {dim}", v.len());
+            let vectors = if windows {
+                embedder.embed_windows(&texts)
+            } else {
+                embedder
+                    .embed(&texts)
+                    .map(|vectors| vectors.into_iter().map(|v| vec![v]).collect())
+            }
+            .map_err(|reason| IndexError::Embedding { reason })?;
+            if vectors.len() != texts.len() {
+                let reason = format!(
+                    "model returned vectors for {} texts, expected {}",
+                    vectors.len(),
+                    texts.len()
+                );
+                return Err(IndexError::Embedding { reason });
+            }
+            for ((key, hash, _), windows) in chunk.iter().zip(vectors) {
+                parts.clear();
+                for v in &windows {
+                    if v.len() != dim {
+                        let reason =
+                            format!("model returned {} dimensions, expected {dim}", v.len());
+                        return Err(IndexError::Embedding { reason });
+                    }
+                    parts.extend_from_slice(v);
+                }
+                if parts.is_empty() {
+                    let reason = "model returned no vector for a fragment".to_string();
                     return Err(IndexError::Embedding { reason });
                 }
-                writer.append(*key, *hash, &v).map_err(io_err(&log_path))?;
-                fresh.push(*key, *hash, &v);
+                writer
+                    .append(*key, *hash, &parts)
+                    .map_err(io_err(&log_path))?;
+                fresh.push(*key, *hash, &parts);
             }
             if last_sync.elapsed() > SYNC_EVERY {
                 writer.sync().map_err(io_err(&log_path))?;
@@ -269,31 +308,53 @@ fn build(
                 return Ok(Pass::Superseded { embedded: done });
             }
         }
-        fresh.sort_by_key();
+        fresh.rows.sort_by_key();
     }
     writer.sync().map_err(io_err(&log_path))?;
     drop(writer);
-    let embedded = fresh.len() - copied;
+    let embedded = fresh.fragments - copied;
     let reused = fragments.len() - embedded;
 
-    // The live set: every current fragment with its current vector, from the log (`have`,
+    // The live set: every current fragment with its current vectors, from the log (`have`,
     // what this build reused) or from this build (`fresh`).
     let live: HashMap<u64, u64> = fragments.iter().map(|(k, h, _)| (*k, *h)).collect();
     let logged = have.len();
     have.retain(|k, (h, _)| live.get(k) == Some(h));
+    drop(live);
     let stale = logged - have.len();
-    if stale > (have.len() + fresh.len()) / 5 {
+    if stale > (have.len() + fresh.fragments) / 5 {
+        let fresh_whole = fresh.whole_fragments();
         let mut entries: Vec<(u64, u64, &[f32])> = have
             .iter()
             .map(|(k, (h, v))| (*k, *h, v.as_slice()))
-            .chain(fresh.iter())
+            .chain(fresh_whole.iter().map(|(k, h, v)| (*k, *h, v.as_slice())))
             .collect();
         entries.sort_by_key(|(k, _, _)| *k);
-        log::rewrite(&log_path, &model_id, dim, entries.into_iter()).map_err(io_err(&log_path))?;
+        log::rewrite(&log_path, &log_id, dim, entries.into_iter()).map_err(io_err(&log_path))?;
     }
 
-    let mut hashes: HashMap<u64, u64> = have.iter().map(|(k, (h, _))| (*k, *h)).collect();
-    hashes.extend(fresh.keys.iter().copied().zip(fresh.hashes.iter().copied()));
+    // Graph keys: one per part of each fragment's vectors (`part_key`); the later parts are
+    // mapped back to their fragment for queries.
+    let mut hashes: HashMap<u64, u64> = HashMap::with_capacity(have.len() + fresh.rows.len());
+    let mut parts: HashMap<u64, u64> = fresh.later_parts();
+    for (key, (hash, v)) in &have {
+        for part in 0..v.len() / dim {
+            let graph_key = part_key(*key, part);
+            hashes.insert(graph_key, *hash);
+            if part > 0 {
+                parts.insert(graph_key, *key);
+            }
+        }
+    }
+    hashes.extend(
+        fresh
+            .rows
+            .keys
+            .iter()
+            .copied()
+            .zip(fresh.rows.hashes.iter().copied()),
+    );
+    let fragments_with_vectors = hashes.len() - parts.len();
     // Update the previous graph when it was built by this model; otherwise start over.
     let previous = read_state(&vdir)
         .ok()
@@ -309,21 +370,21 @@ fn build(
     let graph = match previous {
         Some((mut g, old_hashes)) => {
             for (key, old_hash) in &old_hashes {
-                if live.get(key) != Some(old_hash) && g.remove(*key) {
+                if hashes.get(key) != Some(old_hash) && g.remove(*key) {
                     removed += 1;
                 }
             }
             // in key order, not the map's: the same update gives the same graph
             let mut changed: Vec<(u64, &[f32])> = have
                 .iter()
-                .filter(|(key, (hash, _))| old_hashes.get(key) != Some(hash))
-                .map(|(key, (_, v))| (*key, v.as_slice()))
-                .chain(
-                    fresh
-                        .iter()
-                        .filter(|(key, hash, _)| old_hashes.get(key) != Some(hash))
-                        .map(|(key, _, v)| (key, v)),
-                )
+                .flat_map(|(key, (hash, v))| {
+                    v.chunks_exact(dim)
+                        .enumerate()
+                        .map(move |(part, row)| (part_key(*key, part), *hash, row))
+                })
+                .chain(fresh.rows.iter())
+                .filter(|(key, hash, _)| old_hashes.get(key) != Some(hash))
+                .map(|(key, _, v)| (key, v))
                 .collect();
             changed.sort_unstable_by_key(|(key, _)| *key);
             insert_all(&mut g, &changed, progress);
@@ -336,10 +397,13 @@ fn build(
         None => {
             // One array for every live vector, in key order, handed to the graph as its own:
             // the vectors are held once.
-            let mut rows = fresh;
-            rows.data.reserve_exact(have.len() * dim);
+            let mut rows = fresh.rows;
+            rows.data
+                .reserve_exact(hashes.len().saturating_sub(rows.len()) * dim);
             for (key, (hash, v)) in have.drain() {
-                rows.push(key, hash, &v);
+                for (part, row) in v.chunks_exact(dim).enumerate() {
+                    rows.push(part_key(key, part), hash, row);
+                }
             }
             rows.sort_by_key();
             let total = rows.len();
@@ -376,12 +440,14 @@ fn build(
     let state = VectorState {
         model_id: model_id.clone(),
         dim,
-        vectors: graph.len(),
+        vectors: fragments_with_vectors,
+        windows: graph.len(),
         fragments: fragments.len(),
         built_at: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         hashes,
+        parts,
     };
     super::search::write_state(&vdir, &state)?;
     let report = VectorReport {
@@ -389,10 +455,85 @@ fn build(
         embedded,
         reused,
         removed,
-        total: graph.len(),
+        total: fragments_with_vectors,
         seconds: started.elapsed().as_secs_f64(),
     };
     Ok(Pass::Published { report, rest })
+}
+
+/// The vectors a pass adds: one row per part of each fragment's vectors, keyed by
+/// [`part_key`], and what each row of a fragment with several parts is.
+struct Fresh {
+    rows: Rows,
+    dim: usize,
+    /// Graph key to (fragment key, part, parts), for fragments with more than one part.
+    several: HashMap<u64, (u64, usize, usize)>,
+    /// Fragments added.
+    fragments: usize,
+}
+
+impl Fresh {
+    fn new(dim: usize, fragments: usize) -> Fresh {
+        Fresh::whole(dim, Rows::with_capacity(dim, fragments))
+    }
+
+    /// Rows of one part each, keyed by their fragments.
+    fn whole(dim: usize, rows: Rows) -> Fresh {
+        Fresh {
+            fragments: rows.len(),
+            rows,
+            dim: dim.max(1),
+            several: HashMap::new(),
+        }
+    }
+
+    /// Adds a fragment's vectors: `parts` holds one vector per part, one after the other.
+    fn push(&mut self, key: u64, hash: u64, parts: &[f32]) {
+        let dim = self.dim;
+        let count = parts.len() / dim;
+        for (part, row) in parts.chunks_exact(dim).enumerate() {
+            let graph_key = part_key(key, part);
+            self.rows.push(graph_key, hash, row);
+            if count > 1 {
+                self.several.insert(graph_key, (key, part, count));
+            }
+        }
+        self.fragments += 1;
+    }
+
+    /// Graph key to fragment key of every part after the first.
+    fn later_parts(&self) -> HashMap<u64, u64> {
+        self.several
+            .iter()
+            .filter(|(_, (_, part, _))| *part > 0)
+            .map(|(graph_key, (key, _, _))| (*graph_key, *key))
+            .collect()
+    }
+
+    /// Each fragment with its hash and every part's vector, one after the other.
+    fn whole_fragments(&self) -> Vec<(u64, u64, Vec<f32>)> {
+        let dim = self.dim;
+        let mut out: HashMap<u64, (u64, Vec<f32>)> = HashMap::new();
+        let mut rows: Vec<(u64, usize, usize)> = (0..self.rows.len())
+            .map(|i| {
+                let graph_key = self.rows.keys[i];
+                let (key, part, _) = self
+                    .several
+                    .get(&graph_key)
+                    .copied()
+                    .unwrap_or((graph_key, 0, 1));
+                (key, part, i)
+            })
+            .collect();
+        rows.sort_unstable();
+        for (key, _, i) in rows {
+            let entry = out
+                .entry(key)
+                .or_insert_with(|| (self.rows.hashes[i], Vec::with_capacity(dim)));
+            entry.1.extend_from_slice(self.rows.row(i));
+        }
+        out.into_iter().map(|(k, (h, v))| (k, h, v)).collect()
+    }
 }
 
 /// What names the lexical index's last commit: its `meta.json`, which every commit rewrites.

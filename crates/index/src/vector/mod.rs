@@ -13,7 +13,9 @@ mod search;
 pub(crate) use build::BUILD_RUN;
 pub use build::{build_vectors, fragment_text_to_embed, VectorProgress, VectorReport};
 pub use search::VectorState;
-pub(crate) use search::{read_state, read_state_head, VectorIndex, LOG_FILE, STATE_FILE};
+pub(crate) use search::{
+    read_state, read_state_head, SearchLimits, VectorIndex, LOG_FILE, STATE_FILE,
+};
 
 /// Sub-folder of the index folder that holds the vector layer.
 pub(crate) const VECTOR_DIR: &str = "vectors";

@@ -20,14 +20,21 @@ pub(crate) const STATE_FILE: &str = "state.json";
 pub struct VectorState {
     pub model_id: String,
     pub dim: usize,
-    /// Vectors in the graph.
+    /// Fragments with vectors in the graph.
     pub vectors: usize,
+    /// Vectors in the graph: one per part of a fragment's vectors (a window the model read).
+    #[serde(default)]
+    pub windows: usize,
     /// Fragments in the lexical index when the graph was built.
     pub fragments: usize,
     pub built_at: u64,
-    /// Text hash per fragment key, so the next build knows what changed.
+    /// Text hash per graph key (a fragment's key, or a later part's), so the next build knows
+    /// what changed.
     #[serde(default)]
     pub hashes: HashMap<u64, u64>,
+    /// The fragment of each graph key past a fragment's first part (`keys::part_key`).
+    #[serde(default)]
+    pub parts: HashMap<u64, u64>,
 }
 
 pub(crate) fn read_state(vdir: &Path) -> Result<Option<VectorState>> {
@@ -43,16 +50,22 @@ pub(crate) fn read_state_head(vdir: &Path) -> Result<Option<VectorState>> {
         model_id: String,
         dim: usize,
         vectors: usize,
+        #[serde(default)]
+        windows: usize,
         fragments: usize,
         built_at: u64,
+        #[serde(default)]
+        parts: HashMap<u64, u64>,
     }
     Ok(read_state_as::<Head>(vdir)?.map(|h| VectorState {
         model_id: h.model_id,
         dim: h.dim,
         vectors: h.vectors,
+        windows: h.windows,
         fragments: h.fragments,
         built_at: h.built_at,
         hashes: HashMap::new(),
+        parts: h.parts,
     }))
 }
 
@@ -116,6 +129,15 @@ pub(crate) fn read_ann(vdir: &Path) -> Result<Hnsw> {
 /// the floats as before.
 pub(crate) const QUANTIZE_MAX_BYTES: usize = 128 << 20;
 
+/// What a vector search keeps and how it scores a fragment of several parts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SearchLimits {
+    /// Hits farther than this cosine distance are dropped.
+    pub max_distance: f32,
+    /// `vector.window_weight`.
+    pub window_weight: f32,
+}
+
 /// A loaded vector index.
 pub(crate) struct VectorIndex {
     graph: Hnsw,
@@ -123,12 +145,24 @@ pub(crate) struct VectorIndex {
 }
 
 impl VectorIndex {
-    /// Loads the published graph; `None` when no build has finished yet.
+    /// Loads the published graph; `None` when no build has finished yet. A build publishes
+    /// `ann.bin` before `state.json`, so an open between the two finds a graph of another
+    /// size than the state says and reads both again.
     pub fn open(vdir: &Path) -> Result<Option<VectorIndex>> {
-        let Some(state) = read_state_head(vdir)? else {
-            return Ok(None);
+        let mut tries = 0;
+        let (state, mut graph) = loop {
+            let Some(state) = read_state_head(vdir)? else {
+                return Ok(None);
+            };
+            let graph = read_ann(vdir)?;
+            // `windows` is 0 in states written before it was kept
+            let same = state.windows == 0 || state.windows == graph.len();
+            tries += 1;
+            if same || tries == 3 {
+                break (state, graph);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
         };
-        let mut graph = read_ann(vdir)?;
         if (graph.len() + graph.tombstones()) * graph.dim() <= QUANTIZE_MAX_BYTES {
             graph.quantize();
         }
@@ -136,18 +170,55 @@ impl VectorIndex {
     }
 
     /// The `k` nearest fragments within `max_distance` (cosine distance), best first, as
-    /// `(fragment key, cosine similarity)`. The search keeps a window of at least half again
-    /// `k` rows: over `i8` codes of the vectors up to [`QUANTIZE_MAX_BYTES`] (every code in
-    /// order on a small index, the graph walk above that), over the floats beyond; every row
-    /// kept is scored with an exact float32 dot product before the window is cut to `k`.
-    pub fn search(&self, query: &[f32], k: usize, ef: usize, max_distance: f32) -> Vec<(u64, f32)> {
+    /// `(fragment key, cosine similarity)`. A fragment embedded in several parts scores as its
+    /// first part plus `window_weight` times what its best part adds to that. The search
+    /// keeps a window of at least half again `k` rows (more by the share of later parts, at
+    /// most twice that, and wider again while its rows hold fewer than `k` fragments): over
+    /// `i8` codes of the vectors up to [`QUANTIZE_MAX_BYTES`] (every code in order on a small
+    /// index, the graph walk above that), over the floats beyond; every row kept is scored
+    /// with an exact float32 dot product before the window is cut to `k` fragments.
+    pub fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        ef: usize,
+        limits: SearchLimits,
+    ) -> Vec<(u64, f32)> {
+        let parts = &self.state.parts;
+        let fragments = self.graph.len().saturating_sub(parts.len()).max(1);
         let window = k + k / 2;
-        let mut hits: Vec<(u64, f32)> = self
-            .graph
-            .search(query, window, ef.max(window))
-            .into_iter()
-            .filter(|(_, sim)| 1.0 - sim <= max_distance)
-            .collect();
+        let mut window = (window + window * parts.len() / fragments).min(2 * window);
+        let mut hits = loop {
+            let mut hits: Vec<(u64, f32)> = self
+                .graph
+                .search(query, window, ef.max(window))
+                .into_iter()
+                .map(|(key, sim)| match parts.get(&key) {
+                    Some(fragment) => (*fragment, sim),
+                    None => (key, sim),
+                })
+                .collect();
+            if parts.is_empty() {
+                break hits;
+            }
+            // Best part first, then one entry per fragment.
+            hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            let mut seen = std::collections::HashSet::with_capacity(hits.len());
+            hits.retain(|(key, _)| seen.insert(*key));
+            if hits.len() >= k.min(fragments) || window >= self.graph.len() {
+                break hits;
+            }
+            window = (2 * window).min(self.graph.len());
+        };
+        for (key, sim) in &mut hits {
+            let Some(first) = self.graph.get(*key).filter(|_| !parts.is_empty()) else {
+                continue;
+            };
+            // the walk may have missed the first part and found only a later one
+            let first = finder_ann::distance::dot(first, query);
+            *sim = first + limits.window_weight * (sim.max(first) - first);
+        }
+        hits.retain(|(_, sim)| 1.0 - sim <= limits.max_distance);
         hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         hits.truncate(k);
         hits
@@ -157,12 +228,12 @@ impl VectorIndex {
         self.graph.dim()
     }
 
-    /// Live vectors.
+    /// Live vectors, every part of every fragment.
     pub fn len(&self) -> usize {
         self.graph.len()
     }
 
-    /// The stored vector of a fragment.
+    /// The stored vector of a fragment (its first part).
     pub fn vector(&self, key: u64) -> Option<&[f32]> {
         self.graph.get(key)
     }

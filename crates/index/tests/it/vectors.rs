@@ -19,6 +19,8 @@ struct BagOfWords {
     fail_after: Option<usize>,
     calls: AtomicUsize,
     delay: Duration,
+    /// Reads this many words at a time: a longer text is embedded window by window.
+    window_words: Option<usize>,
 }
 
 impl BagOfWords {
@@ -29,6 +31,7 @@ impl BagOfWords {
             fail_after: None,
             calls: AtomicUsize::new(0),
             delay: Duration::ZERO,
+            window_words: None,
         }
     }
 }
@@ -44,6 +47,25 @@ impl Embed for BagOfWords {
 
     fn english_only(&self) -> bool {
         self.english_only
+    }
+
+    fn reads_in_windows(&self) -> bool {
+        self.window_words.is_some()
+    }
+
+    fn embed_windows(&self, texts: &[&str]) -> Result<Vec<Vec<Vec<f32>>>, String> {
+        let Some(size) = self.window_words else {
+            return Ok(self.embed(texts)?.into_iter().map(|v| vec![v]).collect());
+        };
+        texts
+            .iter()
+            .map(|t| {
+                let words: Vec<&str> = t.split_whitespace().collect();
+                let windows: Vec<String> = words.chunks(size).map(|w| w.join(" ")).collect();
+                let windows: Vec<&str> = windows.iter().map(String::as_str).collect();
+                self.embed(&windows)
+            })
+            .collect()
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
@@ -367,6 +389,93 @@ fn a_renamed_note_keeps_its_vectors() {
     settings.lexical.enabled = false;
     let r = finder.search("moraine crevasse", &settings, 0, 5).unwrap();
     assert_eq!(r.hits[0].id, "geo/glacier.md", "{:?}", r.hits);
+}
+
+#[test]
+fn a_long_fragment_scores_as_its_best_window() {
+    let fx = Fixture::new();
+    let filler: Vec<String> = (0..40).map(|i| format!("filler{i}")).collect();
+    let long = format!("# Long\n\n{} moraine crevasse\n", filler.join(" "));
+    fx.write("notes/long.md", &long);
+    fx.write("notes/short.md", "# Short\n\nmoraine glacier ice snow\n");
+    fx.write("notes/other.md", "# Other\n\ncaldera tephra eruption\n");
+    let input = fx.path("notes");
+    fx.index(&[&input], &Settings::default());
+    let dir = fx.index_dir();
+    let windows = || BagOfWords {
+        window_words: Some(10),
+        ..BagOfWords::new("bow")
+    };
+    let mut build = small_batches();
+    build.embed.windows = true;
+    let report = build_vectors(&dir, &build, &windows(), &mut |_| {}).unwrap();
+    assert_eq!((report.embedded, report.total), (3, 3));
+    let finder = open_with(&fx, Arc::new(windows()));
+    let mut dense = Settings::default();
+    dense.lexical.enabled = false;
+    dense.vector.window_weight = 1.0;
+    let search = |finder: &Finder, query: &str, settings: &Settings| -> Vec<(String, f64)> {
+        let r = finder.search(query, settings, 0, 5).unwrap();
+        r.hits.iter().map(|h| (h.id.clone(), h.score)).collect()
+    };
+    let ids = |finder: &Finder, query: &str| search(finder, query, &dense);
+    // Read whole, the long note's two words are lost among forty; its last window holds them.
+    let hits = ids(&finder, "moraine crevasse");
+    assert_eq!(hits[0].0, "long.md", "{hits:?}");
+    assert_eq!(
+        hits.len(),
+        3,
+        "every part maps back to its fragment once: {hits:?}"
+    );
+    // A query-time weight of 0 scores the first window alone, as without windows.
+    let mut first_only = dense.clone();
+    first_only.vector.window_weight = 0.0;
+    let rank = |hits: &[(String, f64)], id: &str| hits.iter().position(|h| h.0 == id);
+    let hits = search(&finder, "moraine crevasse", &first_only);
+    let short = rank(&hits, "short.md").expect("the short note is found");
+    assert!(
+        rank(&hits, "long.md").is_none_or(|long| short < long),
+        "{hits:?}"
+    );
+    let status = finder.status().unwrap().vectors.unwrap();
+    assert_eq!(
+        (status.done, status.total),
+        (3, 3),
+        "fragments, not windows"
+    );
+
+    // Shortened to one window: the later parts leave the graph, and the index equals a clean
+    // build of the same files.
+    fx.write("notes/long.md", "# Long\n\nfiller1 filler2 moraine\n");
+    fx.index(&[&input], &Settings::default());
+    let update = build_vectors(&dir, &build, &windows(), &mut |_| {}).unwrap();
+    assert_eq!((update.embedded, update.removed, update.total), (1, 5, 3));
+    let clean = Fixture::new();
+    clean.write("notes/long.md", "# Long\n\nfiller1 filler2 moraine\n");
+    clean.write("notes/short.md", "# Short\n\nmoraine glacier ice snow\n");
+    clean.write("notes/other.md", "# Other\n\ncaldera tephra eruption\n");
+    clean.index(&[&clean.path("notes")], &Settings::default());
+    build_vectors(&clean.index_dir(), &build, &windows(), &mut |_| {}).unwrap();
+    let updated = open_with(&fx, Arc::new(windows()));
+    let rebuilt = open_with(&clean, Arc::new(windows()));
+    for query in ["moraine crevasse", "filler30 filler31", "caldera"] {
+        assert_eq!(ids(&updated, query), ids(&rebuilt, query), "{query}");
+    }
+    // Switched off, the windows go: one vector per fragment again.
+    let off = build_vectors(&dir, &small_batches(), &windows(), &mut |_| {}).unwrap();
+    assert_eq!((off.embedded, off.total), (3, 3));
+    build_vectors(
+        &clean.index_dir(),
+        &small_batches(),
+        &windows(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let updated = open_with(&fx, Arc::new(windows()));
+    let rebuilt = open_with(&clean, Arc::new(windows()));
+    for query in ["moraine crevasse", "filler1 filler2", "caldera"] {
+        assert_eq!(ids(&updated, query), ids(&rebuilt, query), "{query}");
+    }
 }
 
 /// An update inserts the changed vectors in key order, so the same change gives the same graph.

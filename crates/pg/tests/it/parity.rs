@@ -357,6 +357,15 @@ fn vectors_embedded_at_ingest_match_the_embedded_engine() {
         .unwrap();
     assert_eq!(read, 42, "progress counts every source read");
     assert_eq!(run.sources, 41);
+    // Every window of a passage is the embedded index's alone so far: such a run is refused
+    // before it writes anything, and says which setting to change.
+    let mut windows = settings.clone();
+    windows.embed.windows = true;
+    let refused =
+        finder_pg::index_inputs_with(&config, &inputs, &windows, Some(&WordHashes), &mut |_| {})
+            .unwrap_err()
+            .to_string();
+    assert!(refused.contains("embed.windows"), "{refused}");
     let mut embedded = Finder::open(&index, settings.clone()).unwrap();
     embedded.attach_embedder(Ok(Some(Arc::new(WordHashes))));
     let mut pg = PgFinder::open(&config, settings.clone()).unwrap();
