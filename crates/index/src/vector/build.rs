@@ -338,8 +338,7 @@ fn build(
     let mut hashes: HashMap<u64, u64> = HashMap::with_capacity(have.len() + fresh.rows.len());
     let mut parts: HashMap<u64, u64> = fresh.later_parts();
     for (key, (hash, v)) in &have {
-        for part in 0..v.len() / dim {
-            let graph_key = part_key(*key, part);
+        for (graph_key, part, _) in graph_rows(*key, v, dim) {
             hashes.insert(graph_key, *hash);
             if part > 0 {
                 parts.insert(graph_key, *key);
@@ -378,9 +377,7 @@ fn build(
             let mut changed: Vec<(u64, &[f32])> = have
                 .iter()
                 .flat_map(|(key, (hash, v))| {
-                    v.chunks_exact(dim)
-                        .enumerate()
-                        .map(move |(part, row)| (part_key(*key, part), *hash, row))
+                    graph_rows(*key, v, dim).map(move |(graph_key, _, row)| (graph_key, *hash, row))
                 })
                 .chain(fresh.rows.iter())
                 .filter(|(key, hash, _)| old_hashes.get(key) != Some(hash))
@@ -401,8 +398,8 @@ fn build(
             rows.data
                 .reserve_exact(hashes.len().saturating_sub(rows.len()) * dim);
             for (key, (hash, v)) in have.drain() {
-                for (part, row) in v.chunks_exact(dim).enumerate() {
-                    rows.push(part_key(key, part), hash, row);
+                for (graph_key, _, row) in graph_rows(key, &v, dim) {
+                    rows.push(graph_key, hash, row);
                 }
             }
             rows.sort_by_key();
@@ -466,8 +463,8 @@ fn build(
 struct Fresh {
     rows: Rows,
     dim: usize,
-    /// Graph key to (fragment key, part, parts), for fragments with more than one part.
-    several: HashMap<u64, (u64, usize, usize)>,
+    /// Graph key to (fragment key, part), for fragments with more than one part.
+    several: HashMap<u64, (u64, usize)>,
     /// Fragments added.
     fragments: usize,
 }
@@ -489,13 +486,11 @@ impl Fresh {
 
     /// Adds a fragment's vectors: `parts` holds one vector per part, one after the other.
     fn push(&mut self, key: u64, hash: u64, parts: &[f32]) {
-        let dim = self.dim;
-        let count = parts.len() / dim;
-        for (part, row) in parts.chunks_exact(dim).enumerate() {
-            let graph_key = part_key(key, part);
+        let several = parts.len() > self.dim;
+        for (graph_key, part, row) in graph_rows(key, parts, self.dim) {
             self.rows.push(graph_key, hash, row);
-            if count > 1 {
-                self.several.insert(graph_key, (key, part, count));
+            if several {
+                self.several.insert(graph_key, (key, part));
             }
         }
         self.fragments += 1;
@@ -505,35 +500,44 @@ impl Fresh {
     fn later_parts(&self) -> HashMap<u64, u64> {
         self.several
             .iter()
-            .filter(|(_, (_, part, _))| *part > 0)
-            .map(|(graph_key, (key, _, _))| (*graph_key, *key))
+            .filter(|(_, (_, part))| *part > 0)
+            .map(|(graph_key, (key, _))| (*graph_key, *key))
             .collect()
     }
 
-    /// Each fragment with its hash and every part's vector, one after the other.
+    /// Each fragment with its hash and every part's vector, one after the other, in key
+    /// order.
     fn whole_fragments(&self) -> Vec<(u64, u64, Vec<f32>)> {
-        let dim = self.dim;
-        let mut out: HashMap<u64, (u64, Vec<f32>)> = HashMap::new();
         let mut rows: Vec<(u64, usize, usize)> = (0..self.rows.len())
             .map(|i| {
                 let graph_key = self.rows.keys[i];
-                let (key, part, _) = self
+                let (key, part) = self
                     .several
                     .get(&graph_key)
                     .copied()
-                    .unwrap_or((graph_key, 0, 1));
+                    .unwrap_or((graph_key, 0));
                 (key, part, i)
             })
             .collect();
         rows.sort_unstable();
+        let mut out: Vec<(u64, u64, Vec<f32>)> = Vec::new();
         for (key, _, i) in rows {
-            let entry = out
-                .entry(key)
-                .or_insert_with(|| (self.rows.hashes[i], Vec::with_capacity(dim)));
-            entry.1.extend_from_slice(self.rows.row(i));
+            match out.last_mut() {
+                Some((last, _, parts)) if *last == key => parts.extend_from_slice(self.rows.row(i)),
+                _ => out.push((key, self.rows.hashes[i], self.rows.row(i).to_vec())),
+            }
         }
-        out.into_iter().map(|(k, (h, v))| (k, h, v)).collect()
+        out
     }
+}
+
+/// The graph rows of a fragment's vectors: `(graph key, part, vector)` for each part, keyed
+/// by [`part_key`].
+fn graph_rows(key: u64, parts: &[f32], dim: usize) -> impl Iterator<Item = (u64, usize, &[f32])> {
+    parts
+        .chunks_exact(dim)
+        .enumerate()
+        .map(move |(part, row)| (part_key(key, part), part, row))
 }
 
 /// What names the lexical index's last commit: its `meta.json`, which every commit rewrites.

@@ -210,13 +210,15 @@ impl VectorIndex {
             }
             window = (2 * window).min(self.graph.len());
         };
-        for (key, sim) in &mut hits {
-            let Some(first) = self.graph.get(*key).filter(|_| !parts.is_empty()) else {
-                continue;
-            };
-            // the walk may have missed the first part and found only a later one
-            let first = finder_ann::distance::dot(first, query);
-            *sim = first + limits.window_weight * (sim.max(first) - first);
+        if !parts.is_empty() {
+            for (key, sim) in &mut hits {
+                let Some(first) = self.graph.get(*key) else {
+                    continue;
+                };
+                // the walk may have missed the first part and found only a later one
+                let first = finder_ann::distance::dot(first, query);
+                *sim = first + limits.window_weight * (sim.max(first) - first);
+            }
         }
         hits.retain(|(_, sim)| 1.0 - sim <= limits.max_distance);
         hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
