@@ -1,7 +1,9 @@
 //! `finder watch` and `finder serve --watch`: index again whenever the inputs change.
 //!
-//! After events, a run reads only the changed paths (`index_changed`); the first run, a
-//! rescan and a run after lost events read every file (finder_index::watch says why). The
+//! After events, a run reads only the changed paths (`Follower::index_changed`); the first
+//! run, a rescan and a run after lost events read every file (finder_index::watch says why).
+//! A watch's runs share a `Follower`, which keeps the source records and the graph's parts in
+//! memory from one run to the next. The
 //! vectors of what changed are built on a thread of their own, so the next lexical run never
 //! waits for embedding; requests made during a build make one more build after it. A run that
 //! finds the index busy (another writer) is retried.
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use finder_core::Settings;
 use finder_index::watch::{Changes, Trigger};
-use finder_index::{index_changed, index_inputs, IndexError};
+use finder_index::{Follower, IndexError};
 use finder_server::Space;
 
 use crate::{models, render};
@@ -53,7 +55,8 @@ pub fn watch(
         move || Ok(fixed.clone()),
         String::new(),
     );
-    let (line, _) = run_logged(index, inputs, &settings, None)?;
+    let mut follower = Follower::default();
+    let (line, _) = run_logged(&mut follower, index, inputs, &settings, None)?;
     println!("{line}");
     let _ = vectors.send(());
     println!(
@@ -62,7 +65,7 @@ pub fn watch(
         index.display()
     );
     while let Some(trigger) = changes.wait() {
-        match run_logged(index, inputs, &settings, Some(&trigger)) {
+        match run_logged(&mut follower, index, inputs, &settings, Some(&trigger)) {
             Ok((line, changed)) => {
                 println!("{line}");
                 if changed {
@@ -118,6 +121,7 @@ pub fn follow(space: Arc<Space>, timing: Timing) -> Result<Option<String>> {
     std::thread::Builder::new()
         .name(format!("watch {}", space.name()))
         .spawn(move || {
+            let mut follower = Follower::default();
             while let Some(trigger) = changes.wait() {
                 let settings = match space.base_settings() {
                     Ok(s) => s,
@@ -128,7 +132,8 @@ pub fn follow(space: Arc<Space>, timing: Timing) -> Result<Option<String>> {
                 };
                 let outcome = {
                     let _writes = space.write_lock();
-                    run_logged(space.dir(), &inputs, &settings, Some(&trigger))
+                    let dir = space.dir();
+                    run_logged(&mut follower, dir, &inputs, &settings, Some(&trigger))
                 };
                 match outcome {
                     Ok((line, changed)) => {
@@ -192,6 +197,7 @@ fn vector_builder(
 /// One lexical run for `trigger` (none: the first run), retried while another writer holds
 /// the index: a one-line account of it, and whether it changed anything.
 fn run_logged(
+    follower: &mut Follower,
     index: &Path,
     inputs: &[PathBuf],
     settings: &Settings,
@@ -203,9 +209,9 @@ fn run_logged(
     let report = loop {
         let run = match trigger {
             Some(Trigger::Changed(paths)) => {
-                index_changed(index, inputs, paths, settings, &mut |_| {})
+                follower.index_changed(index, inputs, paths, settings, &mut |_| {})
             }
-            _ => index_inputs(index, inputs, settings, &mut |_| {}),
+            _ => follower.index_inputs(index, inputs, settings, &mut |_| {}),
         };
         match run {
             Err(IndexError::Busy(_)) if tries < BUSY_TRIES => {

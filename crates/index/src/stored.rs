@@ -231,6 +231,21 @@ pub(crate) fn map_heads<T: Send>(
     Ok(walked.into_iter().map(|(_, mapped)| mapped).collect())
 }
 
+/// What tells the last commit of the index in `dir` from any other: its operation stamp,
+/// its segments with their deletes, and its payload. A value kept in memory for one commit
+/// serves while the stamp is the same.
+pub(crate) fn commit_stamp(index: &Index, dir: &Path) -> Result<String> {
+    use std::fmt::Write;
+    let metas = index.load_metas().map_err(|e| store_error(dir, e))?;
+    let mut stamp = metas.opstamp.to_string();
+    for s in &metas.segments {
+        let _ = write!(stamp, " {}:{:?}", s.id().uuid_string(), s.delete_opstamp());
+    }
+    stamp.push(' ');
+    stamp.push_str(metas.payload.as_deref().unwrap_or_default());
+    Ok(stamp)
+}
+
 /// The payload of the last commit, `None` for a fresh index.
 ///
 /// An index a later Finder wrote (a record format or a word analysis above this build's) is

@@ -9,7 +9,7 @@
 //! no new name appeared (`parts.rs`), and published atomically: `graph.json.tmp` is written
 //! beside `graph.json` and renamed over it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Instant;
 
@@ -300,15 +300,17 @@ pub(crate) fn graph_freshness(dir: &Path, g: &GraphSettings, generation: u64) ->
 
 /// Builds the graph of the index in `dir` from its last commit and publishes it.
 pub fn build_graph(dir: &Path, settings: &Settings) -> Result<GraphReport> {
-    build_graph_from(dir, settings, None)
+    build_graph_from(dir, settings, None, None)
 }
 
 /// [`build_graph`], given the source records of the last commit when the caller holds them
-/// (`None`: they are read from the store).
+/// (`None`: they are read from the store), and the parts a follower kept (`Some`: they
+/// stand for `graph/parts.json`, and are replaced by what this build found).
 pub(crate) fn build_graph_from(
     dir: &Path,
     settings: &Settings,
-    records: Option<Vec<SourceRecord>>,
+    records: Option<&HashMap<String, SourceRecord>>,
+    kept_parts: Option<&mut Option<Parts>>,
 ) -> Result<GraphReport> {
     let started = Instant::now();
     let g = &settings.graph;
@@ -321,6 +323,9 @@ pub(crate) fn build_graph_from(
         if gdir.exists() {
             std::fs::remove_dir_all(&gdir).map_err(io(&gdir))?;
         }
+        if let Some(kept) = kept_parts {
+            *kept = None;
+        }
         return Ok(GraphReport::default());
     }
     let (index, fields) = open_or_create(dir, settings)?;
@@ -329,7 +334,7 @@ pub(crate) fn build_graph_from(
     let generation = info.as_ref().map_or(0, |i| i.generation);
     drop(index);
     let sources = match records {
-        Some(records) => sources_of(records),
+        Some(records) => sources_of(records.values()),
         None => read_sources(dir, fields)?,
     };
     let texts = Stored {
@@ -344,26 +349,19 @@ pub(crate) fn build_graph_from(
     let mut aside = Aside::default();
     // What the last build found in the texts of sources that have not changed since.
     let key = parts_key(g, &settings.index);
-    let mut parts = Parts::load(&gdir, &key).unwrap_or_else(|| Parts {
-        key,
-        ..Parts::default()
-    });
+    let mut kept_parts = kept_parts;
+    let held = kept_parts.as_deref_mut().and_then(Option::take);
+    let mut parts = held
+        .filter(|p| p.key == key)
+        .or_else(|| Parts::load(&gdir, &key))
+        .unwrap_or_else(|| Parts {
+            key,
+            ..Parts::default()
+        });
     let file = extract(sources, &texts, g, built_from, &mut aside, Some(&mut parts))?;
     drop(texts);
     let mut report = report_of(&file);
     std::fs::create_dir_all(&gdir).map_err(io(&gdir))?;
-    // Only a cache: a build that cannot keep it builds the next graph from scratch.
-    let parts_path = gdir.join(PARTS_FILE);
-    let parts_tmp = gdir.join("parts.json.tmp");
-    let kept = serde_json::to_vec(&parts)
-        .map_err(std::io::Error::other)
-        .and_then(|json| std::fs::write(&parts_tmp, json))
-        .and_then(|()| std::fs::rename(&parts_tmp, &parts_path));
-    if let Err(e) = kept {
-        tracing::warn!(path = %parts_path.display(), "graph parts not kept: {e}");
-        let _ = std::fs::remove_file(&parts_path);
-    }
-    aside.drop(parts);
     let path = gdir.join(GRAPH_FILE);
     let tmp = gdir.join("graph.json.tmp");
     {
@@ -383,6 +381,23 @@ pub(crate) fn build_graph_from(
     sync_dir(&gdir).map_err(io(&gdir))?;
     let state = gdir.join(STATE_FILE);
     write_synced(&state, build_key(g, generation).as_bytes()).map_err(io(&state))?;
+    // The parts come after the graph is published: only a cache (the kept parts of each
+    // source are checked against its hash), and a build that cannot keep them builds the
+    // next graph from scratch.
+    let parts_path = gdir.join(PARTS_FILE);
+    let parts_tmp = gdir.join("parts.json.tmp");
+    let kept = serde_json::to_vec(&parts)
+        .map_err(std::io::Error::other)
+        .and_then(|json| std::fs::write(&parts_tmp, json))
+        .and_then(|()| std::fs::rename(&parts_tmp, &parts_path));
+    if let Err(e) = kept {
+        tracing::warn!(path = %parts_path.display(), "graph parts not kept: {e}");
+        let _ = std::fs::remove_file(&parts_path);
+    }
+    match kept_parts {
+        Some(kept) => *kept = Some(parts),
+        None => aside.drop(parts),
+    }
     drop(aside);
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
@@ -461,12 +476,17 @@ fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
 
 /// The sources of `records` as [`read_sources`] reads them from the store: each fragment's
 /// key is the one its writer gave it ([`crate::fragment_key`]).
-fn sources_of(records: Vec<SourceRecord>) -> Vec<GraphSource> {
+fn sources_of<'a>(records: impl Iterator<Item = &'a SourceRecord>) -> Vec<GraphSource> {
     let mut sources: Vec<GraphSource> = records
-        .into_iter()
         .map(|r| {
-            let mut s = GraphSource::new(r.id, &r.envelope, r.entity, r.aliases, r.relations);
-            s.hash = r.hash;
+            let mut s = GraphSource::new(
+                r.id.clone(),
+                &r.envelope,
+                r.entity,
+                r.aliases.clone(),
+                r.relations.clone(),
+            );
+            s.hash = r.hash.clone();
             s.fragments = (0..r.fragments)
                 .map(|ordinal| GraphFragment {
                     key: crate::fragment_key(&s.id, ordinal).0,

@@ -34,5 +34,6 @@ pub use mentions::{
     MentionConfig, MentionMatcher, Renumbered, DEFAULT_ALIAS_DF_FLOOR, DEFAULT_MAX_ALIAS_DF,
     DEFAULT_MIN_ALIAS_CHARS,
 };
+pub(crate) use parts::Parts;
 pub(crate) use store::GraphIndex;
 pub use tags::{normalize_tag, normalize_tags, tags, Tag};

@@ -26,7 +26,7 @@ pub(super) fn parts_key(
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
-pub(super) struct Parts {
+pub(crate) struct Parts {
     pub key: String,
     /// The folded aliases the hits were scanned for; a hit's alias indexes this.
     pub aliases: Vec<String>,
@@ -34,14 +34,14 @@ pub(super) struct Parts {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(super) struct SourceParts {
+pub(crate) struct SourceParts {
     /// The source's content hash when it was scanned.
     pub hash: String,
     pub fragments: Vec<FragmentParts>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub(super) struct FragmentParts {
+pub(crate) struct FragmentParts {
     pub key: u64,
     /// The fragment had a text to scan (it counts in the aliases' fragment frequencies).
     #[serde(default = "yes", skip_serializing_if = "is_yes")]

@@ -1,7 +1,7 @@
 //! The end of a run: its one commit, the merge of a small build's segments, the page files of
 //! the new segments and the graph rebuilt from the committed snapshot.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -13,6 +13,7 @@ use crate::analyzer::ANALYSIS;
 use crate::document::Problem;
 use crate::error::Result;
 use crate::files::LEXICAL_DIR;
+use crate::graph::Parts;
 use crate::pages::PagesAhead;
 use crate::record::{CommitInfo, SourceRecord, FORMAT};
 use crate::schema::Fields;
@@ -60,8 +61,11 @@ pub(super) struct Commit<'a> {
     /// The run changed what the index holds.
     pub changed: bool,
     /// Every source record after the run, when the run has them at hand (a run over some
-    /// paths): the graph build takes them instead of reading the store.
-    pub sources_after: Option<Vec<SourceRecord>>,
+    /// paths, or a follower's): the graph build takes them instead of reading the store.
+    pub sources_after: Option<&'a HashMap<String, SourceRecord>>,
+    /// A follower's graph parts: taken by the graph build instead of `graph/parts.json`,
+    /// and given back what it found.
+    pub parts: Option<&'a mut Option<Parts>>,
 }
 
 impl Commit<'_> {
@@ -87,6 +91,7 @@ impl Commit<'_> {
             from_empty,
             changed,
             sources_after,
+            parts,
         } = self;
         let err = |e| store_error(dir, e);
         let rebuild = report.rebuilt;
@@ -155,7 +160,7 @@ impl Commit<'_> {
         if leftover || (settings.graph.build && stale) {
             progress(Progress::Graph);
             tracing::info!(index = %dir.display(), "building the graph");
-            match crate::graph::build_graph_from(dir, settings, sources_after) {
+            match crate::graph::build_graph_from(dir, settings, sources_after, parts) {
                 Ok(g) => report.graph = Some(g),
                 Err(e) => report.problems.push(Problem {
                     place: dir.join(crate::graph::GRAPH_DIR).display().to_string(),

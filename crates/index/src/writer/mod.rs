@@ -17,7 +17,7 @@ use crate::error::{IndexError, Result};
 use crate::files::LEXICAL_DIR;
 use crate::live::{Begin, LiveRun};
 use crate::record::{RunCounts, SourceRecord, FORMAT};
-use crate::stored::{commit_info, load_catalog, open_or_create};
+use crate::stored::{commit_info, commit_stamp, load_catalog, open_or_create};
 use crate::{ingest, store_error};
 
 mod commit;
@@ -80,11 +80,66 @@ pub fn index_changed(
     settings: &Settings,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<RunReport> {
+    changed_run(dir, inputs, changed, settings, progress, None)
+}
+
+/// Runs into one index one after another, as a watch makes them (one follower per index).
+/// Between runs it keeps in memory what a run over a few changed paths would otherwise read
+/// whole: the record of every source as of the last commit (the run's catalog, and the graph
+/// build's sources) and what the last graph build found in each source's texts
+/// (`graph/parts.json`). What it keeps serves only the commit it was kept for: a run after
+/// another writer's commit reads the index again. The price is that memory, held while it
+/// lives: the records (about a kilobyte a source, summaries included) and the parts (220 bytes
+/// a source over the synthetic 100k notes).
+#[derive(Default)]
+pub struct Follower {
+    /// The catalog after the last run, under the stamp of the commit it describes.
+    catalog: Option<(String, HashMap<String, SourceRecord>)>,
+    /// The last graph build's parts.
+    parts: Option<crate::graph::Parts>,
+}
+
+impl Follower {
+    /// [`index_inputs`], keeping what the next run needs.
+    pub fn index_inputs(
+        &mut self,
+        dir: &Path,
+        inputs: &[PathBuf],
+        settings: &Settings,
+        progress: &mut dyn FnMut(Progress<'_>),
+    ) -> Result<RunReport> {
+        let limit = ONE_THREAD_MAX_INPUT_BYTES;
+        run_inputs(dir, inputs, settings, progress, limit, None, Some(self))
+    }
+
+    /// [`index_changed`], starting from what the last run kept and keeping what the next
+    /// one needs.
+    pub fn index_changed(
+        &mut self,
+        dir: &Path,
+        inputs: &[PathBuf],
+        changed: &[PathBuf],
+        settings: &Settings,
+        progress: &mut dyn FnMut(Progress<'_>),
+    ) -> Result<RunReport> {
+        changed_run(dir, inputs, changed, settings, progress, Some(self))
+    }
+}
+
+fn changed_run(
+    dir: &Path,
+    inputs: &[PathBuf],
+    changed: &[PathBuf],
+    settings: &Settings,
+    progress: &mut dyn FnMut(Progress<'_>),
+    follower: Option<&mut Follower>,
+) -> Result<RunReport> {
     let folders: Vec<Option<PathBuf>> = inputs
         .iter()
         .map(|i| i.canonicalize().ok().filter(|c| c.is_dir()))
         .collect();
     let mut focus: Vec<Vec<PathBuf>> = vec![Vec::new(); inputs.len()];
+    let mut every_input = false;
     for path in changed {
         let ignore_file = path
             .file_name()
@@ -94,17 +149,12 @@ pub fn index_changed(
             .position(|f| f.as_ref().is_some_and(|f| path.starts_with(f) && path != f));
         match at {
             Some(at) if !ignore_file => focus[at].push(path.clone()),
-            _ => return index_inputs(dir, inputs, settings, progress),
+            _ => every_input = true,
         }
     }
-    run_inputs(
-        dir,
-        inputs,
-        settings,
-        progress,
-        ONE_THREAD_MAX_INPUT_BYTES,
-        Some(&focus),
-    )
+    let focus = (!every_input).then_some(focus.as_slice());
+    let limit = ONE_THREAD_MAX_INPUT_BYTES;
+    run_inputs(dir, inputs, settings, progress, limit, focus, follower)
 }
 
 /// The first analysis whose indexes have [`crate::schema::Fields::language`].
@@ -142,10 +192,19 @@ pub(crate) fn index_inputs_one_thread_up_to(
     progress: &mut dyn FnMut(Progress<'_>),
     one_thread_max_bytes: u64,
 ) -> Result<RunReport> {
-    run_inputs(dir, inputs, settings, progress, one_thread_max_bytes, None)
+    run_inputs(
+        dir,
+        inputs,
+        settings,
+        progress,
+        one_thread_max_bytes,
+        None,
+        None,
+    )
 }
 
-/// One run: over every input, or (`focus`, per input) over the paths under it that changed.
+/// One run: over every input, or (`focus`, per input) over the paths under it that changed;
+/// with a `follower`, from what it kept and keeping what the next run needs.
 fn run_inputs(
     dir: &Path,
     inputs: &[PathBuf],
@@ -153,6 +212,7 @@ fn run_inputs(
     progress: &mut dyn FnMut(Progress<'_>),
     one_thread_max_bytes: u64,
     focus: Option<&[Vec<PathBuf>]>,
+    mut follower: Option<&mut Follower>,
 ) -> Result<RunReport> {
     crate::tuning::map_large_blocks();
     // Declared first, so dropped last: its release comes after the writer and the rest.
@@ -187,7 +247,17 @@ fn run_inputs(
     // Every document of this run's commit is new (see `merge_segments`).
     let from_empty = info.is_none() || rebuild;
 
-    let catalog = load_catalog(&index, fields, dir)?;
+    // What the follower kept serves if no other writer committed since (taken: a run that
+    // fails leaves it empty, and the next run reads the index).
+    let stamp = commit_stamp(&index, dir)?;
+    let kept = follower
+        .as_deref_mut()
+        .and_then(|f| f.catalog.take())
+        .filter(|(kept_for, _)| *kept_for == stamp);
+    let catalog = match kept {
+        Some((_, catalog)) => catalog,
+        None => load_catalog(&index, fields, dir)?,
+    };
     let known = info.iter().flat_map(|i| &i.origins);
     let mut plan = RunPlan::new(inputs, rebuild, known, &dir.display().to_string())
         .map_err(IndexError::Input)?;
@@ -239,6 +309,7 @@ fn run_inputs(
         settings,
         catalog: &catalog,
         focus,
+        keep_records: focus.is_some() || follower.is_some(),
     };
     let (written, mut records) =
         run::write_sources(&target, inputs, &mut plan, ahead.as_mut(), progress)?;
@@ -277,15 +348,13 @@ fn run_inputs(
     // The run's bookkeeping (sets of every source id: hundreds of MB at a million sources) is
     // done with; the commit and the graph build below should not hold it.
     drop(totals);
-    // A run limited to some paths hands the graph build every source record after it (the
-    // kept ones and those written), so it need not read them all from the store again.
-    let sources_after = focus.map(|_| {
-        let mut after: Vec<SourceRecord> = catalog
-            .into_iter()
-            .filter(|(id, r)| !records.contains_key(id) && plan.keeps(id, &r.origin))
-            .map(|(_, r)| r)
-            .collect();
-        after.extend(records.drain().map(|(_, r)| r));
+    // A run limited to some paths (or one a follower keeps) hands the graph build every
+    // source record after it (the kept ones and those written), so it need not read them
+    // all from the store again.
+    let after = (focus.is_some() || follower.is_some()).then(|| {
+        let mut after = if rebuild { HashMap::new() } else { catalog };
+        after.retain(|id, r| plan.keeps(id, &r.origin));
+        after.extend(records.drain());
         after
     });
     drop((written, records));
@@ -311,9 +380,16 @@ fn run_inputs(
         languages: languages.into_iter().collect(),
         from_empty,
         changed,
-        sources_after,
+        sources_after: after.as_ref(),
+        parts: follower.as_deref_mut().map(|f| &mut f.parts),
     };
-    commit.run(writer, report, ahead, progress)
+    let report = commit.run(writer, report, ahead, progress)?;
+    if let (Some(follower), Some(after)) = (follower, after) {
+        // Still the only writer (`live`): the stamp is this run's commit. Without one, the
+        // next run reads the catalog from the index.
+        follower.catalog = commit_stamp(&index, dir).ok().map(|stamp| (stamp, after));
+    }
+    Ok(report)
     // `_keep`, dropped after every other local, hands back what the run freed.
 }
 

@@ -25,6 +25,8 @@ pub(super) struct Target<'a> {
     /// For a run limited to some paths: per input, the paths under it to read (none: the
     /// input is not read). `None`: every input is read whole.
     pub focus: Option<&'a [Vec<std::path::PathBuf>]>,
+    /// Keep the record of every source written (for the catalog after the run).
+    pub keep_records: bool,
 }
 
 /// What the run's totals need of a source written: the whole record is in the index (a
@@ -37,7 +39,7 @@ pub(super) struct Written {
 }
 
 /// Reads every input and writes the sources the plan admits. Returns what the totals need of
-/// each source written, and, on a run limited to some paths (`focus`), the records written.
+/// each source written, and, when the target keeps them, the records written.
 pub(super) fn write_sources(
     target: &Target<'_>,
     inputs: &[std::path::PathBuf],
@@ -52,6 +54,7 @@ pub(super) fn write_sources(
         settings,
         catalog,
         focus,
+        keep_records,
     } = *target;
     let mut written: HashMap<String, Written> = HashMap::new();
     let mut records: HashMap<String, SourceRecord> = HashMap::new();
@@ -113,7 +116,7 @@ pub(super) fn write_sources(
                         language,
                     };
                     written.insert(source.id.clone(), counts);
-                    if focus.is_some() {
+                    if keep_records {
                         records.insert(source.id.clone(), record);
                     }
                 }

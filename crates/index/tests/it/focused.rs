@@ -1,12 +1,14 @@
-//! Runs limited to the paths a watcher saw change (`index_changed`) against runs over every
-//! file: after any sequence of file and folder changes, both indexes hold the same sources
-//! and the same graph, and every file reads as indexed.
+//! Runs limited to the paths a watcher saw change (`index_changed`, through a `Follower` as a
+//! watch makes them) against runs over every file: after any sequence of file and folder
+//! changes, both indexes hold the same sources and the same graph, and every file reads as
+//! indexed. Some changes are indexed by another writer, so what the follower kept no longer
+//! describes the index.
 
 use std::path::{Path, PathBuf};
 
 use finder_core::Settings;
 use finder_index::freshness::file_states;
-use finder_index::{index_changed, index_inputs};
+use finder_index::{index_changed, index_inputs, Follower};
 use proptest::prelude::*;
 
 use crate::support::graph_file;
@@ -14,11 +16,29 @@ use crate::support::graph_file;
 /// One change to the vault, with the paths a watcher reports for it.
 #[derive(Debug, Clone)]
 enum Change {
-    Write { at: u8, words: u8 },
-    Delete { at: u8 },
-    Rename { from: u8, to: u8 },
-    RenameFolder { from: u8, to: u8 },
-    DeleteFolder { at: u8 },
+    Write {
+        at: u8,
+        words: u8,
+    },
+    /// A write indexed by another writer than the follower.
+    Outside {
+        at: u8,
+        words: u8,
+    },
+    Delete {
+        at: u8,
+    },
+    Rename {
+        from: u8,
+        to: u8,
+    },
+    RenameFolder {
+        from: u8,
+        to: u8,
+    },
+    DeleteFolder {
+        at: u8,
+    },
 }
 
 const FOLDERS: &[&str] = &["", "a", "a/b", "c", ".hidden", "node_modules"];
@@ -26,6 +46,7 @@ const FOLDERS: &[&str] = &["", "a", "a/b", "c", ".hidden", "node_modules"];
 fn change() -> impl Strategy<Value = Change> {
     prop_oneof![
         5 => (any::<u8>(), any::<u8>()).prop_map(|(at, words)| Change::Write { at, words }),
+        1 => (any::<u8>(), any::<u8>()).prop_map(|(at, words)| Change::Outside { at, words }),
         2 => any::<u8>().prop_map(|at| Change::Delete { at }),
         2 => (any::<u8>(), any::<u8>()).prop_map(|(from, to)| Change::Rename { from, to }),
         1 => (any::<u8>(), any::<u8>()).prop_map(|(from, to)| Change::RenameFolder { from, to }),
@@ -51,7 +72,7 @@ fn folder(root: &Path, n: u8) -> PathBuf {
 /// Applies `change`; returns the paths a watcher would report.
 fn apply(root: &Path, change: &Change) -> Vec<PathBuf> {
     match *change {
-        Change::Write { at, words } => {
+        Change::Write { at, words } | Change::Outside { at, words } => {
             let path = file(root, at);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             let text = format!("# Note {at}\n\nword{} and more words {words}\n", words % 7);
@@ -102,10 +123,19 @@ fn check(changes: &[Change]) {
     let link = dir.path().join("vault");
     std::os::unix::fs::symlink(&notes, &link).unwrap();
     let inputs = [link];
-    index_inputs(&watched, &inputs, &settings, &mut |_| {}).unwrap();
+    let mut follower = Follower::default();
+    follower
+        .index_inputs(&watched, &inputs, &settings, &mut |_| {})
+        .unwrap();
     for (step, change) in changes.iter().enumerate() {
         let paths = apply(&notes, change);
-        index_changed(&watched, &inputs, &paths, &settings, &mut |_| {}).unwrap();
+        match change {
+            Change::Outside { .. } => {
+                index_changed(&watched, &inputs, &paths, &settings, &mut |_| {})
+            }
+            _ => follower.index_changed(&watched, &inputs, &paths, &settings, &mut |_| {}),
+        }
+        .unwrap();
         index_inputs(&full, &inputs, &settings, &mut |_| {}).unwrap();
         let (a, b) = (
             file_states(&watched, &settings).unwrap(),
