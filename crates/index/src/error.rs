@@ -49,6 +49,10 @@ pub enum IndexError {
     /// The index holds data this version cannot read.
     #[error("index at {path} is corrupt or from another version: {reason}")]
     Corrupt { path: PathBuf, reason: String },
+    /// A store outside this crate failed to give the graph build its fragment texts
+    /// ([`crate::graph::FragmentTexts`]).
+    #[error("reading fragment texts for the graph: {0}")]
+    GraphTexts(String),
 }
 
 pub type Result<T, E = IndexError> = std::result::Result<T, E>;

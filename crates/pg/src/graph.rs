@@ -5,15 +5,21 @@
 //! Like the embedded index's graph it is derived state, rebuilt after a run that changed
 //! something and keyed by the run's generation and the graph's build settings: a run stopped
 //! between its commit and the graph's write leaves the previous graph marked behind, and the
-//! next run rebuilds it.
+//! next run rebuilds it. As the embedded index keeps `graph/parts.json`, shard 0 keeps what
+//! the last build found in each source's texts (`finder_graph_parts`): a rebuild reads the
+//! texts of the sources whose hash changed, not every text.
 
-use finder_core::Settings;
-use finder_index::graph::{GraphData, GraphFragment, GraphReport, GraphSource, LoadedGraph};
-use postgres::{Client, GenericClient};
+use std::cell::RefCell;
 use std::collections::HashMap;
 
+use finder_core::Settings;
+use finder_index::graph::{
+    FragmentTexts, GraphData, GraphFragment, GraphParts, GraphReport, GraphSource, LoadedGraph,
+};
+use postgres::{Client, GenericClient, Transaction};
+
 use crate::error::{db, Result};
-use crate::schema::from_db;
+use crate::schema::{from_db, to_db};
 
 /// Shard 0 holds the graph of the whole index.
 pub(crate) const GRAPH_SHARD: usize = 0;
@@ -31,8 +37,9 @@ pub(crate) fn is_current(client: &mut impl GenericClient, key: &str) -> Result<b
         .is_some())
 }
 
-/// Builds the graph from every shard (each read in its own snapshot, after the run's commits)
-/// and stores it on shard 0 under `key`; without `graph.build` the stored graph is removed.
+/// Builds the graph from every shard (each read after the run's commits) and stores it on
+/// shard 0 under `key`, with the parts the next build reuses; without `graph.build` the
+/// stored graph is removed.
 pub(crate) fn rebuild(
     clients: &mut [Client],
     settings: &Settings,
@@ -41,42 +48,95 @@ pub(crate) fn rebuild(
 ) -> Result<Option<GraphReport>> {
     if !settings.graph.build {
         clients[GRAPH_SHARD]
-            .execute("DELETE FROM finder_graph", &[])
+            .batch_execute("DELETE FROM finder_graph; DELETE FROM finder_graph_parts")
             .map_err(db(format!("shard {GRAPH_SHARD}: removing the graph")))?;
         return Ok(None);
     }
-    let mut sources = Vec::new();
-    for (i, client) in clients.iter_mut().enumerate() {
-        read_sources(client, i, &mut sources)?;
-    }
-    let data = GraphData::build(sources, &settings.graph, built_from);
-    let report = data.report();
-    clients[GRAPH_SHARD]
-        .execute(
-            "INSERT INTO finder_graph (id, build_key, data) VALUES (1, $1, $2)
-             ON CONFLICT (id) DO UPDATE SET build_key = $1, data = $2",
-            &[&key, &data.to_json()],
-        )
+    let started = std::time::Instant::now();
+    let (data, parts) = build(clients, settings, built_from)?;
+    let mut report = data.report();
+    let mut tx = clients[GRAPH_SHARD]
+        .transaction()
         .map_err(db(format!("shard {GRAPH_SHARD}: storing the graph")))?;
+    tx.execute(
+        "INSERT INTO finder_graph (id, build_key, data) VALUES (1, $1, $2)
+         ON CONFLICT (id) DO UPDATE SET build_key = $1, data = $2",
+        &[&key, &data.to_json()],
+    )
+    .map_err(db(format!("shard {GRAPH_SHARD}: storing the graph")))?;
+    tx.execute(
+        "INSERT INTO finder_graph_parts (id, data) VALUES (1, $1)
+         ON CONFLICT (id) DO UPDATE SET data = $1",
+        &[&parts.to_bytes()],
+    )
+    .map_err(db(format!(
+        "shard {GRAPH_SHARD}: storing the graph's parts"
+    )))?;
+    tx.commit()
+        .map_err(db(format!("shard {GRAPH_SHARD}: storing the graph")))?;
+    report.seconds = started.elapsed().as_secs_f64();
     Ok(Some(report))
 }
 
-/// Appends the sources of one shard, with their relations and fragments.
-fn read_sources(client: &mut Client, shard: usize, out: &mut Vec<GraphSource>) -> Result<()> {
-    let mut tx = client
-        .build_transaction()
-        .isolation_level(postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
+/// The graph of every shard, and the parts the next build reuses. Each shard is read in one
+/// snapshot, its texts included, so the texts read go with the hashes read.
+fn build(
+    clients: &mut [Client],
+    settings: &Settings,
+    built_from: u64,
+) -> Result<(GraphData, GraphParts)> {
+    let mut snapshots = Vec::with_capacity(clients.len());
+    let mut sources = Vec::new();
+    for (i, client) in clients.iter_mut().enumerate() {
+        let mut tx = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(db(format!("shard {i}: reading the sources for the graph")))?;
+        // The snapshot stays open while the graph is assembled and its texts streamed: a
+        // server's statement or idle-in-transaction timeout must not cut it.
+        tx.batch_execute(
+            "SET LOCAL statement_timeout = 0; SET LOCAL idle_in_transaction_session_timeout = 0",
+        )
+        .map_err(db(format!("shard {i}: reading the sources for the graph")))?;
+        read_sources(&mut tx, i, &mut sources)?;
+        snapshots.push(tx);
+    }
+    let stored: Option<Vec<u8>> = snapshots[GRAPH_SHARD]
+        .query_opt("SELECT data FROM finder_graph_parts WHERE id = 1", &[])
         .map_err(db(format!(
-            "shard {shard}: reading the sources for the graph"
-        )))?;
+            "shard {GRAPH_SHARD}: reading the graph's parts"
+        )))?
+        .map(|row| row.get(0));
+    let mut parts = GraphParts::from_bytes(stored.as_deref(), &settings.graph, &settings.index);
+    let texts = ShardTexts {
+        snapshots: RefCell::new(snapshots),
+        failed: RefCell::new(None),
+    };
+    let built = GraphData::build(sources, &texts, &settings.graph, built_from, &mut parts);
+    // A shard that failed to give texts says so as itself (a connection lost is the store
+    // being unavailable, not a graph fault).
+    if let Some(e) = texts.failed.into_inner() {
+        return Err(e);
+    }
+    for (i, tx) in texts.snapshots.into_inner().into_iter().enumerate() {
+        tx.commit()
+            .map_err(db(format!("shard {i}: reading the sources for the graph")))?;
+    }
+    Ok((built?, parts))
+}
+
+/// Appends the sources of one shard with their relations and fragment keys (not their texts:
+/// [`ShardTexts`] reads those the build asks for).
+fn read_sources(tx: &mut Transaction<'_>, shard: usize, out: &mut Vec<GraphSource>) -> Result<()> {
     let mut at: HashMap<u64, usize> = HashMap::new();
     let rows = tx
         .query(
             "SELECT s.skey, s.id, s.envelope, s.entity, s.aliases,
                     coalesce((SELECT jsonb_agg(jsonb_build_array(r.to_id, r.kind))
-                              FROM finder_relations r WHERE r.skey = s.skey), '[]'::jsonb)
+                              FROM finder_relations r WHERE r.skey = s.skey), '[]'::jsonb),
+                    s.hash
              FROM finder_sources s",
             &[],
         )
@@ -90,19 +150,18 @@ fn read_sources(client: &mut Client, shard: usize, out: &mut Vec<GraphSource>) -
         let aliases: serde_json::Value = row.get(4);
         let relations: serde_json::Value = row.get(5);
         at.insert(skey, out.len());
-        out.push(GraphSource::new(
+        let mut source = GraphSource::new(
             row.get(1),
             &envelope,
             row.get(3),
             serde_json::from_value(aliases).unwrap_or_default(),
             serde_json::from_value(relations).unwrap_or_default(),
-        ));
+        );
+        source.set_hash(row.get(6));
+        out.push(source);
     }
     let rows = tx
-        .query(
-            "SELECT skey, fkey, ordinal, body FROM finder_fragments",
-            &[],
-        )
+        .query("SELECT skey, fkey, ordinal FROM finder_fragments", &[])
         .map_err(db(format!(
             "shard {shard}: reading the fragments for the graph"
         )))?;
@@ -111,13 +170,53 @@ fn read_sources(client: &mut Client, shard: usize, out: &mut Vec<GraphSource>) -
             out[i].push_fragment(GraphFragment {
                 key: from_db(row.get(1)),
                 ordinal: row.get::<_, i32>(2) as u32,
-                body: row.get(3),
             });
         }
     }
-    tx.commit().map_err(db(format!(
-        "shard {shard}: reading the sources for the graph"
-    )))
+    Ok(())
+}
+
+/// The fragment texts of every shard, by key, read in the snapshots the sources were read in.
+struct ShardTexts<'a> {
+    snapshots: RefCell<Vec<Transaction<'a>>>,
+    /// The error a shard gave, kept as the store's.
+    failed: RefCell<Option<crate::error::PgError>>,
+}
+
+impl FragmentTexts for ShardTexts<'_> {
+    fn for_each(
+        &self,
+        keys: Option<&[u64]>,
+        f: &mut dyn FnMut(u64, String),
+    ) -> std::result::Result<(), String> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let wanted: Option<Vec<i64>> = keys.map(|k| k.iter().map(|&k| to_db(k)).collect());
+        let mut snapshots = self.snapshots.borrow_mut();
+        for (i, tx) in snapshots.iter_mut().enumerate() {
+            let failed = |e: postgres::Error| {
+                let e = db(format!("shard {i}: reading fragment texts"))(e);
+                let said = e.to_string();
+                *self.failed.borrow_mut() = Some(e);
+                said
+            };
+            // Streamed: every text of a large index is more than one should hold at once.
+            let mut rows = match &wanted {
+                Some(keys) => tx.query_raw(
+                    "SELECT fkey, body FROM finder_fragments WHERE fkey = ANY($1)",
+                    [keys],
+                ),
+                None => tx.query_raw(
+                    "SELECT fkey, body FROM finder_fragments",
+                    std::iter::empty::<&i64>(),
+                ),
+            }
+            .map_err(failed)?;
+            while let Some(row) = rows.next().map_err(failed)? {
+                f(from_db(row.get(0)), row.get(1));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The stored graph as a query node uses it: `Ok(None)` when none is stored, `Err(reason)`

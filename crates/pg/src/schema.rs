@@ -92,6 +92,10 @@ CREATE TABLE IF NOT EXISTS finder_graph (
     build_key text NOT NULL,
     data bytea NOT NULL
 );
+CREATE TABLE IF NOT EXISTS finder_graph_parts (
+    id integer PRIMARY KEY CHECK (id = 1),
+    data bytea NOT NULL
+);
 ";
 
 /// What the last run left in a shard, stored with it (the embedded index's `CommitInfo`).

@@ -127,7 +127,8 @@ impl ServerError {
             | IndexError::Embedding { .. }
             | IndexError::Storage { .. }
             | IndexError::Io { .. }
-            | IndexError::Corrupt { .. }) => ServerError::internal(e),
+            | IndexError::Corrupt { .. }
+            | IndexError::GraphTexts(_)) => ServerError::internal(e),
         }
     }
 

@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Instant;
 
-use finder_core::{FastMap, FastSet, GraphSettings, LinkOrder, RelationKind, Settings};
+use finder_core::{
+    FastMap, FastSet, GraphSettings, IndexSettings, LinkOrder, RelationKind, Settings,
+};
 use serde::{Deserialize, Serialize};
 
 use super::parts::{parts_key, FragmentParts, Parts, SourceParts, PARTS_FILE};
@@ -121,13 +123,12 @@ pub struct GraphReport {
     pub seconds: f64,
 }
 
-/// One fragment of a [`GraphSource`]: its key, place in the source and indexed text (the
-/// embedded index's build leaves the text empty and reads it from the store for each pass).
+/// One fragment of a [`GraphSource`]: its key and place in the source (its text is read from
+/// the store when the build needs it).
 #[derive(Debug, Clone)]
 pub struct GraphFragment {
     pub key: u64,
     pub ordinal: u32,
-    pub body: String,
 }
 
 /// What the graph build reads of a source, from whichever store holds it (the embedded index
@@ -189,29 +190,89 @@ impl GraphSource {
     pub fn id(&self) -> &str {
         &self.id
     }
+
+    /// Sets the source's content hash: with it, a build given [`GraphParts`] reads the
+    /// source's texts only when it changed.
+    pub fn set_hash(&mut self, hash: String) {
+        self.hash = hash;
+    }
+}
+
+/// Fragment texts read by key from a store outside this crate (PostgreSQL's shards), for
+/// [`GraphData::build`].
+pub trait FragmentTexts {
+    /// Calls `f` with the key and text of every fragment in `keys` (every fragment when
+    /// `None`), in any order; `Err` says why the store could not.
+    fn for_each(
+        &self,
+        keys: Option<&[u64]>,
+        f: &mut dyn FnMut(u64, String),
+    ) -> std::result::Result<(), String>;
+}
+
+/// What a graph build found in each source's texts, for the next build to reuse (the
+/// embedded index keeps it as `graph/parts.json`): opaque, stored as bytes.
+pub struct GraphParts(Parts);
+
+impl GraphParts {
+    /// The parts stored as `bytes`, if they were made under the same settings; empty parts
+    /// otherwise (the next build reads every text).
+    pub fn from_bytes(bytes: Option<&[u8]>, g: &GraphSettings, index: &IndexSettings) -> Self {
+        let key = parts_key(g, index);
+        let stored = bytes
+            .and_then(|b| serde_json::from_slice::<Parts>(b).ok())
+            .filter(|p| p.key == key);
+        GraphParts(stored.unwrap_or_else(|| Parts {
+            key,
+            ..Parts::default()
+        }))
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.0).expect("the graph parts serialise")
+    }
 }
 
 /// A built graph, ready to store (as JSON) or to load for queries.
 pub struct GraphData(pub(crate) GraphFile);
 
 impl GraphData {
-    /// Builds the graph of `sources` (any order) as the embedded index would from the same
-    /// sources; `built_from` is recorded as the commit it describes.
-    pub fn build(mut sources: Vec<GraphSource>, g: &GraphSettings, built_from: u64) -> GraphData {
+    /// Builds the graph of `sources` (any order, given without their texts) as the embedded
+    /// index would from the same sources; `built_from` is recorded as the commit it
+    /// describes. The build asks `texts` for the texts of the sources whose hash changed
+    /// since `parts` were made, by key (for every text, when a new name needs every text
+    /// scanned), and `parts` become what this build found.
+    pub fn build(
+        mut sources: Vec<GraphSource>,
+        texts: &dyn FragmentTexts,
+        g: &GraphSettings,
+        built_from: u64,
+        parts: &mut GraphParts,
+    ) -> Result<GraphData> {
         sources.sort_by(|a, b| a.id.cmp(&b.id));
         for s in &mut sources {
             s.fragments.sort_by_key(|f| f.ordinal);
         }
-        // the texts leave the sources, so the sources can go once their nodes are made
-        let bodies: Vec<String> = sources
-            .iter_mut()
-            .flat_map(|s| s.fragments.iter_mut().map(|f| std::mem::take(&mut f.body)))
+        let keys: Vec<u64> = sources
+            .iter()
+            .flat_map(|s| s.fragments.iter().map(|f| f.key))
             .collect();
+        let by_key = ByKey {
+            texts,
+            nodes: keys.iter().copied().zip(0u32..).collect(),
+            keys,
+        };
         let mut aside = Aside::default();
-        let file = extract(sources, &InMemory(bodies), g, built_from, &mut aside, None)
-            .expect("texts held in memory are always readable");
+        let file = extract(
+            sources,
+            &by_key,
+            g,
+            built_from,
+            &mut aside,
+            Some(&mut parts.0),
+        )?;
         drop(aside);
-        GraphData(file)
+        Ok(GraphData(file))
     }
 
     /// Fragments, entities, edges by kind, links.
@@ -436,7 +497,6 @@ fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
         let fragment = GraphFragment {
             key: doc.fragment_key,
             ordinal: doc.ordinal as u32,
-            body: String::new(),
         };
         (doc.source_id, fragment, source)
     })?;
@@ -491,7 +551,6 @@ fn sources_of<'a>(records: impl Iterator<Item = &'a SourceRecord>) -> Vec<GraphS
                 .map(|ordinal| GraphFragment {
                     key: crate::fragment_key(&s.id, ordinal).0,
                     ordinal,
-                    body: String::new(),
                 })
                 .collect();
             s
@@ -507,36 +566,13 @@ const TEXT_SHARE: usize = 32 * 1024;
 /// A share of fragment texts: each fragment's node and text.
 type Share<'a> = [(u32, &'a str)];
 
-/// The fragment texts of a graph build, read once per pass (links and tags, mention counts,
-/// mentions): from the sources themselves (PostgreSQL's build holds them) or again from the
-/// store each time (the embedded index: a million texts are a gigabyte not held).
+/// The fragment texts of a graph build, read again from the store for each pass (links and
+/// tags, mention counts, mentions): a million texts are a gigabyte not held. The embedded
+/// index reads its page files ([`Stored`]); another store gives them by key ([`ByKey`]).
 trait Texts {
     /// Calls `f` with every fragment's node and text (of the nodes `only` marks, when given),
     /// in shares of at most [`TEXT_SHARE`], in any order.
     fn shares(&self, only: Option<&[bool]>, f: &mut dyn FnMut(&Share<'_>)) -> Result<()>;
-}
-
-/// The fragments' texts, in node order.
-struct InMemory(Vec<String>);
-
-impl Texts for InMemory {
-    fn shares(&self, only: Option<&[bool]>, f: &mut dyn FnMut(&Share<'_>)) -> Result<()> {
-        let mut share = Vec::with_capacity(TEXT_SHARE.min(1024));
-        for (node, body) in (0u32..).zip(&self.0) {
-            if only.is_some_and(|only| !only[node as usize]) {
-                continue;
-            }
-            share.push((node, body.as_str()));
-            if share.len() == TEXT_SHARE {
-                f(&share);
-                share.clear();
-            }
-        }
-        if !share.is_empty() {
-            f(&share);
-        }
-        Ok(())
-    }
 }
 
 /// The texts read from the embedded index's page files (or its store, where a segment has
@@ -565,6 +601,50 @@ impl Texts for Stored<'_> {
             }
             Ok(())
         })?;
+        if !owned.is_empty() {
+            flush(&mut owned);
+        }
+        Ok(())
+    }
+}
+
+/// The texts a [`FragmentTexts`] gives, each fragment under its node.
+struct ByKey<'a> {
+    texts: &'a dyn FragmentTexts,
+    /// Each node's fragment key, in node order.
+    keys: Vec<u64>,
+    nodes: FastMap<u64, u32>,
+}
+
+impl Texts for ByKey<'_> {
+    fn shares(&self, only: Option<&[bool]>, f: &mut dyn FnMut(&Share<'_>)) -> Result<()> {
+        let wanted: Option<Vec<u64>> = only.map(|only| {
+            self.keys
+                .iter()
+                .zip(only)
+                .filter_map(|(&key, &wanted)| wanted.then_some(key))
+                .collect()
+        });
+        if wanted.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(());
+        }
+        let mut owned: Vec<(u32, String)> = Vec::with_capacity(TEXT_SHARE.min(1024));
+        let mut flush = |owned: &mut Vec<(u32, String)>| {
+            let share: Vec<(u32, &str)> = owned.iter().map(|(n, t)| (*n, t.as_str())).collect();
+            f(&share);
+            owned.clear();
+        };
+        self.texts
+            .for_each(wanted.as_deref(), &mut |key, body| {
+                let wanted = |node: u32| only.is_none_or(|only| only[node as usize]);
+                if let Some(&node) = self.nodes.get(&key).filter(|&&n| wanted(n)) {
+                    owned.push((node, body));
+                    if owned.len() == TEXT_SHARE {
+                        flush(&mut owned);
+                    }
+                }
+            })
+            .map_err(IndexError::GraphTexts)?;
         if !owned.is_empty() {
             flush(&mut owned);
         }

@@ -1,8 +1,10 @@
-//! `graph/parts.json`: what the last graph build found in each source's texts (each
-//! fragment's links, tags and alias hits), by source id and content hash. The next build reads
-//! and scans only the sources whose hash changed and takes the rest from here, unless a
-//! name appeared that the kept hits were not scanned for (a new title, a new link target):
-//! then every text is scanned again. Either way the graph equals a build from scratch.
+//! `graph/parts.json` (PostgreSQL: `finder_graph_parts`; a watch's `Follower` holds them in
+//! memory): what a graph build found in each source's texts (each fragment's links, tags and
+//! alias hits), by source id and content hash. The next build reads and scans only the
+//! sources whose hash changed and takes the rest from here, unless a name appeared that the
+//! kept hits were not scanned for (a new title, a new link target): then every text is
+//! scanned again. Parts from an older build (one that crashed before writing its own) serve
+//! alike, each source checked by its hash. Either way the graph equals a build from scratch.
 
 use std::path::Path;
 

@@ -203,3 +203,145 @@ fn a_query_node_without_a_stored_graph_says_why() {
         "{boost:?}"
     );
 }
+
+/// The graph stored on shard 0 as JSON, without what differs between two builds of the same
+/// sources (the commit it was built from, how many texts it read).
+fn stored_graph(url: &str) -> serde_json::Value {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let row = client
+        .query_one("SELECT data FROM finder_graph WHERE id = 1", &[])
+        .unwrap();
+    let mut graph: serde_json::Value = serde_json::from_slice(&row.get::<_, Vec<u8>>(0)).unwrap();
+    let fields = graph.as_object_mut().unwrap();
+    fields.remove("built_from");
+    fields.remove("texts_read");
+    graph
+}
+
+/// Forgets the stored graph and what its build found, so the next run builds it from
+/// nothing; returns the parts it held.
+fn forget_graph(url: &str) -> Vec<u8> {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let parts = client
+        .query_one("SELECT data FROM finder_graph_parts WHERE id = 1", &[])
+        .unwrap()
+        .get(0);
+    client
+        .batch_execute("DELETE FROM finder_graph; DELETE FROM finder_graph_parts")
+        .unwrap();
+    parts
+}
+
+/// Puts back parts [`forget_graph`] returned, so the next build goes on from them.
+fn restore_parts(url: &str, parts: &[u8]) {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    client
+        .execute(
+            "UPDATE finder_graph_parts SET data = $1 WHERE id = 1",
+            &[&parts],
+        )
+        .unwrap();
+}
+
+#[test]
+fn a_run_reads_only_the_changed_texts_and_builds_the_graph_a_fresh_build_would() {
+    let Some(server) = support::server("graph incremental") else {
+        return;
+    };
+    let (a, b) = (
+        server.database("graph_inc_a"),
+        server.database("graph_inc_b"),
+    );
+    let config = PgConfig {
+        shards: [&a, &b]
+            .iter()
+            .map(|db| ShardUrls {
+                write: db.url.clone(),
+                read: Vec::new(),
+            })
+            .collect(),
+        tls_ca: None,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs = write_vault(tmp.path());
+    let settings = settings();
+    let index = tmp.path().join("index");
+    let first = finder_pg::index_inputs(&config, &inputs, &settings).unwrap();
+    let first = first.graph.unwrap();
+    assert_eq!(
+        first.texts_read, first.fragments,
+        "the first build reads every text"
+    );
+
+    // Each step changes the notes, runs, and checks the graph against the embedded index's
+    // over the same files and against a build from nothing over the same shards.
+    let check = |step: &str, at_most: usize| {
+        let run = finder_pg::index_inputs(&config, &inputs, &settings).unwrap();
+        let graph = run.graph.expect("a changing run rebuilds the graph");
+        assert!(
+            graph.texts_read <= at_most,
+            "{step}: read {} texts, expected at most {at_most}",
+            graph.texts_read
+        );
+        let embedded = finder_index::index_inputs(&index, &inputs, &settings, &mut |_| {})
+            .unwrap()
+            .graph
+            .unwrap();
+        assert_eq!(
+            (graph.fragments, graph.entities, graph.edges, &graph.kinds),
+            (
+                embedded.fragments,
+                embedded.entities,
+                embedded.edges,
+                &embedded.kinds
+            ),
+            "{step}: the graph over PostgreSQL differs from the embedded one"
+        );
+        let kept = stored_graph(&a.url);
+        let parts = forget_graph(&a.url);
+        let fresh = finder_pg::index_inputs(&config, &inputs, &settings).unwrap();
+        let fresh = fresh.graph.unwrap();
+        assert_eq!(
+            fresh.texts_read, fresh.fragments,
+            "{step}: a fresh build reads all"
+        );
+        assert_eq!(
+            kept,
+            stored_graph(&a.url),
+            "{step}: differs from a fresh build"
+        );
+        // The next step goes on from the parts of this step's build, not the fresh one's.
+        restore_parts(&a.url, &parts);
+    };
+    finder_index::index_inputs(&index, &inputs, &settings, &mut |_| {}).unwrap();
+
+    // An edit under the same title: only its texts are read.
+    std::fs::write(
+        inputs[0].join("kiln-0.md"),
+        "# kiln 0\n\nRewritten: glaze notes that now link [[orchard-4]] and mention harbor 2.\n",
+    )
+    .unwrap();
+    check("an edit", 2);
+    // A note gone, one renamed: the kept hits of every other text stand.
+    std::fs::remove_file(inputs[0].join("harbor-3.md")).unwrap();
+    std::fs::rename(
+        inputs[0].join("orchard-6.md"),
+        inputs[0].join("orchard-six.md"),
+    )
+    .unwrap();
+    check("a delete and a rename", 2);
+    // A new title is a new name to look for: every text is read again.
+    std::fs::write(
+        inputs[0].join("lantern.md"),
+        "# Lantern Works\n\nA workshop by the harbor, near kiln 1.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        inputs[0].join("kiln-1.md"),
+        "# kiln 1\n\nThe kiln behind Lantern Works.\n",
+    )
+    .unwrap();
+    // An empty note (a source without fragments) is named by its file.
+    std::fs::write(inputs[0].join("empty.md"), "").unwrap();
+    check("a new title", usize::MAX);
+}
