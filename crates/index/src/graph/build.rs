@@ -535,7 +535,8 @@ fn read_sources(dir: &Path, fields: Fields) -> Result<Vec<GraphSource>> {
 }
 
 /// The sources of `records` as [`read_sources`] reads them from the store: each fragment's
-/// key is the one its writer gave it ([`crate::fragment_key`]).
+/// key is the one its writer gave it ([`crate::fragment_key`]), and a source without
+/// fragments (an empty note) has the one empty fragment its writer stores for it.
 fn sources_of<'a>(records: impl Iterator<Item = &'a SourceRecord>) -> Vec<GraphSource> {
     let mut sources: Vec<GraphSource> = records
         .map(|r| {
@@ -547,7 +548,7 @@ fn sources_of<'a>(records: impl Iterator<Item = &'a SourceRecord>) -> Vec<GraphS
                 r.relations.clone(),
             );
             s.hash = r.hash.clone();
-            s.fragments = (0..r.fragments)
+            s.fragments = (0..r.fragments.max(1))
                 .map(|ordinal| GraphFragment {
                     key: crate::fragment_key(&s.id, ordinal).0,
                     ordinal,

@@ -75,7 +75,12 @@ fn apply(root: &Path, change: &Change) -> Vec<PathBuf> {
         Change::Write { at, words } | Change::Outside { at, words } => {
             let path = file(root, at);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            let text = format!("# Note {at}\n\nword{} and more words {words}\n", words % 7);
+            // Some notes are empty or hold front matter only: a source without fragments.
+            let text = match words % 8 {
+                0 => String::new(),
+                1 => format!("---\ntags: [t{at}]\n---\n"),
+                _ => format!("# Note {at}\n\nword{} and more words {words}\n", words % 7),
+            };
             std::fs::write(&path, text).unwrap();
             vec![path]
         }
