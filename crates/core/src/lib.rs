@@ -47,7 +47,8 @@ pub use rollup::rollup;
 pub use script::{is_cjk, is_cyrillic, non_latin_script};
 pub use settings::{
     EmbedBackend, EmbedSettings, IndexSettings, LexicalSettings, Settings, StorageBackend,
-    StorageSettings, TrigramMode, VectorSettings, DEFAULT_FRAGMENT_MAX_CHARS, LANGUAGES,
+    StorageSettings, TrigramMode, VectorSettings, DEFAULT_FRAGMENT_MAX_CHARS,
+    DEFAULT_PG_HNSW_EF_CONSTRUCTION, DEFAULT_PG_HNSW_M, LANGUAGES,
 };
 
 /// A hash map for the query path's keys (fragment and source keys are hashes already, so

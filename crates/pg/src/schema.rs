@@ -237,6 +237,37 @@ pub(crate) fn reset(
     )))
 }
 
+/// The `(m, ef_construction)` the shard's HNSW index was built with (pgvector's defaults
+/// when it was built without them); `None` when there is none.
+pub(crate) fn vector_index_params(
+    client: &mut impl GenericClient,
+    shard: usize,
+) -> Result<Option<(u32, u32)>> {
+    let row = client
+        .query_opt(
+            "SELECT coalesce(reloptions, '{}') FROM pg_class
+             WHERE oid = to_regclass('finder_fragments_embedding')",
+            &[],
+        )
+        .map_err(db(format!("shard {shard}: reading the vector index")))?;
+    Ok(row.map(|row| {
+        let options: Vec<String> = row.get(0);
+        let value = |name: &str, default: u32| {
+            options
+                .iter()
+                .find_map(|o| o.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+                .unwrap_or(default)
+        };
+        (
+            value("m", finder_core::DEFAULT_PG_HNSW_M),
+            value(
+                "ef_construction",
+                finder_core::DEFAULT_PG_HNSW_EF_CONSTRUCTION,
+            ),
+        )
+    }))
+}
+
 /// Before a load into empty tables: the postings' key and foreign key go, so the bulk of the
 /// rows goes in without a B-tree insert and a lookup each ([`add_posting_keys`] puts them
 /// back, built once over sorted data, in the same transaction).

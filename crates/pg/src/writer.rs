@@ -315,13 +315,22 @@ pub fn index_inputs_with(
             )
             .map_err(db(format!("shard {i}: updating the planner's statistics")))?;
         }
-        if bulk[i] && dim.is_some() {
-            tx.batch_execute(
-                "SET LOCAL maintenance_work_mem = '1GB';
-                 CREATE INDEX IF NOT EXISTS finder_fragments_embedding ON finder_fragments
-                 USING hnsw (embedding vector_cosine_ops);",
-            )
-            .map_err(db(format!("shard {i}: building the vector index")))?;
+        if dim.is_some() {
+            // Built once the rows are in; built again when its parameters changed.
+            let st = &settings.storage;
+            let wanted = (st.hnsw_m, st.hnsw_ef_construction);
+            let built = schema::vector_index_params(tx, i)?;
+            if built != Some(wanted) {
+                tx.batch_execute(&format!(
+                    "SET LOCAL maintenance_work_mem = '1GB';
+                     DROP INDEX IF EXISTS finder_fragments_embedding;
+                     CREATE INDEX finder_fragments_embedding ON finder_fragments
+                     USING hnsw (embedding vector_cosine_ops)
+                     WITH (m = {}, ef_construction = {});",
+                    wanted.0, wanted.1
+                ))
+                .map_err(db(format!("shard {i}: building the vector index")))?;
+            }
         }
         let row = tx
             .query_one(

@@ -129,7 +129,7 @@ impl Default for EmbedSettings {
 
 /// Where sources, fragments, statistics, vectors and the graph are kept (index-time: it
 /// chooses the store, so a query may not override it).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StorageSettings {
     pub backend: StorageBackend,
@@ -142,6 +142,29 @@ pub struct StorageSettings {
     /// `postgres`: a PEM file of CA certificates to trust besides the web's roots (a private
     /// CA), relative to the config file; empty for none.
     pub tls_ca: String,
+    /// `postgres`: neighbours per node of each shard's HNSW index (pgvector's `m`).
+    pub hnsw_m: u32,
+    /// `postgres`: the beam while building each shard's HNSW index (pgvector's
+    /// `ef_construction`), at least twice `hnsw_m`.
+    pub hnsw_ef_construction: u32,
+}
+
+/// pgvector's own default `m` for its HNSW index.
+pub const DEFAULT_PG_HNSW_M: u32 = 16;
+/// pgvector's own default `ef_construction`.
+pub const DEFAULT_PG_HNSW_EF_CONSTRUCTION: u32 = 64;
+
+impl Default for StorageSettings {
+    fn default() -> Self {
+        StorageSettings {
+            backend: StorageBackend::default(),
+            urls: Vec::new(),
+            read_urls: Vec::new(),
+            tls_ca: String::new(),
+            hnsw_m: DEFAULT_PG_HNSW_M,
+            hnsw_ef_construction: DEFAULT_PG_HNSW_EF_CONSTRUCTION,
+        }
+    }
 }
 
 /// The stores.
@@ -506,6 +529,13 @@ impl Settings {
                 ))
             }
             _ => {}
+        }
+        if st.hnsw_ef_construction < 2 * st.hnsw_m {
+            return Err(check.invalid(
+                "storage.hnsw_ef_construction",
+                &st.hnsw_ef_construction.to_string(),
+                &format!("at least twice storage.hnsw_m ({})", 2 * st.hnsw_m),
+            ));
         }
         if st.read_urls.len() > st.urls.len() {
             return Err(check.invalid(

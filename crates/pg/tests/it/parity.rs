@@ -509,3 +509,45 @@ fn rows_of_a_later_word_analysis_are_refused_and_left_as_they_were() {
         vec!["seq"]
     );
 }
+
+#[test]
+fn the_vector_index_is_built_again_when_its_parameters_change() {
+    let Some(server) = support::server("hnsw parameters") else {
+        return;
+    };
+    let db = server.database("hnsw_params");
+    let tmp = tempfile::tempdir().unwrap();
+    let records = support::write_records(tmp.path(), 30, 4);
+    let mut settings = support::settings();
+    let config = PgConfig::single(&db.url);
+    let options = || -> Vec<String> {
+        let mut client = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+        client
+            .query_one(
+                "SELECT reloptions FROM pg_class
+                 WHERE oid = to_regclass('finder_fragments_embedding')",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    };
+    let inputs = std::slice::from_ref(&records);
+    finder_pg::index_inputs(&config, inputs, &settings).unwrap();
+    assert_eq!(options(), ["m=16", "ef_construction=64"]);
+    // Nothing changed in the sources; the index is built again with the new parameters.
+    (
+        settings.storage.hnsw_m,
+        settings.storage.hnsw_ef_construction,
+    ) = (8, 40);
+    let run = finder_pg::index_inputs(&config, inputs, &settings).unwrap();
+    assert_eq!(run.counts.unchanged, 30);
+    assert_eq!(options(), ["m=8", "ef_construction=40"]);
+    let pg = PgFinder::open(&config, settings.clone()).unwrap();
+    let (q, v) = &support::queries(1, 6)[0];
+    let hits = pg.search_with_vector(q, Some(v), &settings, 0, 5).unwrap();
+    assert_eq!(hits.hits.len(), 5);
+    // A value pgvector would refuse is refused first, naming the key.
+    settings.storage.hnsw_ef_construction = 10;
+    let err = settings.validate("test").unwrap_err().to_string();
+    assert!(err.contains("storage.hnsw_ef_construction"), "{err}");
+}
