@@ -219,13 +219,8 @@ impl GraphParts {
     /// otherwise (the next build reads every text).
     pub fn from_bytes(bytes: Option<&[u8]>, g: &GraphSettings, index: &IndexSettings) -> Self {
         let key = parts_key(g, index);
-        let stored = bytes
-            .and_then(|b| serde_json::from_slice::<Parts>(b).ok())
-            .filter(|p| p.key == key);
-        GraphParts(stored.unwrap_or_else(|| Parts {
-            key,
-            ..Parts::default()
-        }))
+        let stored = bytes.and_then(|b| Parts::from_slice(b, &key));
+        GraphParts(stored.unwrap_or_else(|| Parts::empty(key)))
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -415,10 +410,7 @@ pub(crate) fn build_graph_from(
     let mut parts = held
         .filter(|p| p.key == key)
         .or_else(|| Parts::load(&gdir, &key))
-        .unwrap_or_else(|| Parts {
-            key,
-            ..Parts::default()
-        });
+        .unwrap_or_else(|| Parts::empty(key));
     let file = extract(sources, &texts, g, built_from, &mut aside, Some(&mut parts))?;
     drop(texts);
     let mut report = report_of(&file);

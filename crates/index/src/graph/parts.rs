@@ -69,9 +69,21 @@ impl Parts {
     /// The parts kept in `gdir` if they were found under `key`; `None` otherwise (a missing,
     /// unreadable or outdated file only costs a build from scratch).
     pub fn load(gdir: &Path, key: &str) -> Option<Parts> {
-        let bytes = std::fs::read(gdir.join(PARTS_FILE)).ok()?;
-        let parts: Parts = serde_json::from_slice(&bytes).ok()?;
+        Parts::from_slice(&std::fs::read(gdir.join(PARTS_FILE)).ok()?, key)
+    }
+
+    /// The parts serialised as `bytes`, if they were found under `key`.
+    pub fn from_slice(bytes: &[u8], key: &str) -> Option<Parts> {
+        let parts: Parts = serde_json::from_slice(bytes).ok()?;
         (parts.key == key).then_some(parts)
+    }
+
+    /// No parts yet, under `key`: the build reads every text.
+    pub fn empty(key: String) -> Parts {
+        Parts {
+            key,
+            ..Parts::default()
+        }
     }
 
     /// The kept parts of source `id`, if its hash and fragments are still those scanned.

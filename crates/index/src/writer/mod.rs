@@ -249,15 +249,14 @@ fn run_inputs(
 
     // What the follower kept serves if no other writer committed since (taken: a run that
     // fails leaves it empty, and the next run reads the index).
-    let stamp = commit_stamp(&index, dir)?;
-    let kept = follower
-        .as_deref_mut()
-        .and_then(|f| f.catalog.take())
-        .filter(|(kept_for, _)| *kept_for == stamp);
+    let kept = follower.as_deref_mut().and_then(|f| f.catalog.take());
     let catalog = match kept {
-        Some((_, catalog)) => catalog,
-        None => load_catalog(&index, fields, dir)?,
+        Some((kept_for, catalog)) if kept_for == commit_stamp(&index, dir)? => catalog,
+        _ => load_catalog(&index, fields, dir)?,
     };
+    // The records after the run are put together for the graph build (a run over some
+    // paths) and for the follower.
+    let keep_records = focus.is_some() || follower.is_some();
     let known = info.iter().flat_map(|i| &i.origins);
     let mut plan = RunPlan::new(inputs, rebuild, known, &dir.display().to_string())
         .map_err(IndexError::Input)?;
@@ -309,7 +308,7 @@ fn run_inputs(
         settings,
         catalog: &catalog,
         focus,
-        keep_records: focus.is_some() || follower.is_some(),
+        keep_records,
     };
     let (written, mut records) =
         run::write_sources(&target, inputs, &mut plan, ahead.as_mut(), progress)?;
@@ -348,10 +347,9 @@ fn run_inputs(
     // The run's bookkeeping (sets of every source id: hundreds of MB at a million sources) is
     // done with; the commit and the graph build below should not hold it.
     drop(totals);
-    // A run limited to some paths (or one a follower keeps) hands the graph build every
-    // source record after it (the kept ones and those written), so it need not read them
-    // all from the store again.
-    let after = (focus.is_some() || follower.is_some()).then(|| {
+    // Every source record after the run (the kept ones and those written): the graph build
+    // need not read them all from the store again.
+    let after = keep_records.then(|| {
         let mut after = if rebuild { HashMap::new() } else { catalog };
         after.retain(|id, r| plan.keeps(id, &r.origin));
         after.extend(records.drain());
