@@ -42,7 +42,7 @@ pub use engine::{
     CONFIG_FILE,
 };
 pub use error::{IndexError, Result};
-pub use ingest::{derive_summary, detect, fragment, read_input, InputKind};
+pub use ingest::{derive_summary, detect, fragment, read_input, read_record_lines, InputKind};
 pub use keys::{fragment_key, source_key};
 pub use live::LiveProgress;
 pub use preview::preview;

@@ -28,4 +28,7 @@ pub use cluster::{shard_of, with_database, PgConfig, ShardUrls};
 pub use error::{PgError, Result};
 pub use finder::PgFinder;
 pub use schema::RunRecord;
-pub use writer::{index_inputs, index_inputs_with, PgRunReport};
+pub use writer::{
+    index_inputs, index_inputs_with, read_documents, write_documents, DocumentChange, PgRunReport,
+    API_ORIGIN,
+};

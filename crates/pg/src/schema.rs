@@ -96,6 +96,10 @@ CREATE TABLE IF NOT EXISTS finder_graph_parts (
     id integer PRIMARY KEY CHECK (id = 1),
     data bytea NOT NULL
 );
+CREATE TABLE IF NOT EXISTS finder_documents (
+    id text PRIMARY KEY,
+    record text NOT NULL
+);
 ";
 
 /// What the last run left in a shard, stored with it (the embedded index's `CommitInfo`).
@@ -211,7 +215,33 @@ pub(crate) fn write_meta(
         .map_err(db(format!("shard {shard}: writing the run record")))
 }
 
-/// Empties every table and sets the vector column's length (a rebuild: the index-time
+/// The API documents the shard keeps (`writer::API_ORIGIN`), by id: those of `ids`, or all.
+/// None before the first run made the table.
+pub(crate) fn read_documents(
+    client: &mut impl GenericClient,
+    shard: usize,
+    ids: Option<&[String]>,
+) -> Result<Vec<(String, String)>> {
+    let failed = || db(format!("shard {shard}: reading the API documents"));
+    let exists: bool = client
+        .query_one("SELECT to_regclass('finder_documents') IS NOT NULL", &[])
+        .map_err(failed())?
+        .get(0);
+    if !exists {
+        return Ok(Vec::new());
+    }
+    let rows = match ids {
+        Some(ids) => client.query(
+            "SELECT id, record FROM finder_documents WHERE id = ANY($1)",
+            &[&ids],
+        ),
+        None => client.query("SELECT id, record FROM finder_documents", &[]),
+    }
+    .map_err(failed())?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// Empties every table but the API documents' and sets the vector column's length (a rebuild: the index-time
 /// settings or the vector length changed). The HNSW index needs a fixed length, so the
 /// column is typed `vector(dim)`; the writer builds the index once the rows are in. Vectors
 /// stay in the row (`STORAGE MAIN`): TOASTed, every distance would first fetch and join

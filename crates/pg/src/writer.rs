@@ -7,7 +7,7 @@
 //! Across shards the commits follow one another; a run stopped between them leaves some shards
 //! at the new run, and the next run (incremental by content hash) brings the rest along.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -67,6 +67,90 @@ pub fn index_inputs(
 pub fn index_inputs_with(
     config: &PgConfig,
     inputs: &[PathBuf],
+    settings: &Settings,
+    embedder: Option<&dyn Embed>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<PgRunReport> {
+    run(config, inputs, None, settings, embedder, progress)
+}
+
+/// The origin of the documents written through the API, which the shards keep
+/// (`finder_documents`) instead of a file.
+pub const API_ORIGIN: &str = "api:documents";
+
+/// One document written through the API: `record` is its Finder record, one JSON line with
+/// `id` equal to the change's (as in a `.jsonl` input); `None` deletes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentChange {
+    pub id: String,
+    pub record: Option<String>,
+}
+
+/// Applies API document writes in one run: each kept in `finder_documents` on its source's
+/// shard and indexed in the same transaction as its rows, so a write is committed to both or
+/// to neither. A put the run refuses (its problem names the id) leaves the stored document
+/// and source as they were; deleting an id the table does not hold does nothing. The other
+/// sources, from the inputs of `finder index` runs, are left as they are. A write that finds
+/// a rebuild due (index-time settings, model or word analysis changed) is refused: that is
+/// `finder index`'s work, over every input.
+pub fn write_documents(
+    config: &PgConfig,
+    changes: &[DocumentChange],
+    settings: &Settings,
+    embedder: Option<&dyn Embed>,
+) -> Result<PgRunReport> {
+    for change in changes {
+        let Some(record) = &change.record else {
+            continue;
+        };
+        let id = serde_json::from_str::<serde_json::Value>(record)
+            .ok()
+            .and_then(|v| v.get("id")?.as_str().map(str::to_string));
+        if id.as_deref() != Some(change.id.as_str()) {
+            return Err(PgError::Config(format!(
+                "API document `{}`: its record's `id` is {id:?}, not the document's",
+                change.id
+            )));
+        }
+    }
+    run(config, &[], Some(changes), settings, embedder, &mut |_| {})
+}
+
+/// The documents written through the API, by id (every one when `ids` is `None`), read from
+/// each shard's primary so that a write acknowledged anywhere is seen.
+pub fn read_documents(
+    config: &PgConfig,
+    ids: Option<&[String]>,
+) -> Result<BTreeMap<String, String>> {
+    config.validate()?;
+    let n = config.shards.len();
+    let tls = Tls::new(config.tls_ca.as_deref())?;
+    let mut wanted: Vec<Vec<String>> = vec![Vec::new(); n];
+    if let Some(ids) = ids {
+        for id in ids {
+            wanted[shard_of(finder_index::source_key(id), n)].push(id.clone());
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (i, s) in config.shards.iter().enumerate() {
+        if ids.is_some() && wanted[i].is_empty() {
+            continue;
+        }
+        let mut client = connect(&s.write, i, &tls)?;
+        out.extend(schema::read_documents(
+            &mut client,
+            i,
+            ids.map(|_| &wanted[i][..]),
+        )?);
+    }
+    Ok(out)
+}
+
+/// A run over `inputs` and, when `documents` is given, over those API document changes.
+fn run(
+    config: &PgConfig,
+    inputs: &[PathBuf],
+    documents: Option<&[DocumentChange]>,
     settings: &Settings,
     embedder: Option<&dyn Embed>,
     progress: &mut dyn FnMut(u64),
@@ -147,12 +231,64 @@ pub fn index_inputs_with(
             || r.model != model
             || r.analysis != finder_index::ANALYSIS
     });
+    if rebuild && documents.is_some() {
+        // A rebuild re-reads (and may re-embed) every input: not a document write's work.
+        return Err(PgError::Mismatch {
+            shard: 0,
+            reason: "the index-time settings, the model or the word analysis changed since the \
+                     last run, so the next run rebuilds the whole index; run `finder index` with \
+                     every input it holds, then write again"
+                .into(),
+        });
+    }
     let known: BTreeSet<String> = previous
         .iter()
         .flatten()
         .flat_map(|r| r.origins.iter().cloned())
         .collect();
-    let mut plan = RunPlan::new(inputs, rebuild, &known, "postgres").map_err(PgError::Input)?;
+    // A rebuild must be given every input that still holds sources; the API documents are in
+    // the shards, so it reads them itself.
+    let mut holding = BTreeSet::new();
+    if rebuild {
+        for (i, tx) in txs.iter_mut().enumerate() {
+            for row in tx
+                .query("SELECT DISTINCT origin FROM finder_sources", &[])
+                .map_err(db(format!("shard {i}: reading the inputs")))?
+            {
+                holding.insert(row.get::<_, String>(0));
+            }
+        }
+    }
+    let must_give = known
+        .iter()
+        .filter(|o| o.as_str() != API_ORIGIN && (!rebuild || holding.contains(*o)));
+    let mut plan = RunPlan::new(inputs, rebuild, must_give, "postgres").map_err(PgError::Input)?;
+    // The API's records this run reads, by id: the batch's puts, or every stored one for a
+    // rebuild (the table survives it).
+    let api: Option<BTreeMap<String, String>> = match documents {
+        Some(changes) => {
+            let mut puts = BTreeMap::new();
+            for change in changes {
+                match &change.record {
+                    Some(record) => puts.insert(change.id.clone(), record.clone()),
+                    None => puts.remove(&change.id),
+                };
+            }
+            plan.limit_to_ids(API_ORIGIN, changes.iter().map(|c| c.id.clone()).collect());
+            Some(puts)
+        }
+        None if rebuild => {
+            let mut all = BTreeMap::new();
+            for (i, tx) in txs.iter_mut().enumerate() {
+                all.extend(schema::read_documents(tx, i, None)?);
+            }
+            (!all.is_empty()).then_some(all)
+        }
+        None => None,
+    };
+    if api.is_some() {
+        plan.origins.push(API_ORIGIN.to_string());
+    }
     // A shard loaded from empty gets its vector index after the load: building HNSW once is
     // far cheaper than growing it row by row.
     let mut bulk = vec![false; n];
@@ -198,7 +334,8 @@ pub fn index_inputs_with(
     let (mut pending_fragments, mut read) = (0usize, 0u64);
     let mut df: Vec<TermCounts> = vec![TermCounts::new(); n];
     let origins = plan.origins.clone();
-    for (input, origin) in inputs.iter().zip(&origins) {
+    let feeds = inputs.iter().map(Some).chain(api.iter().map(|_| None));
+    for (input, origin) in feeds.zip(&origins) {
         let mut sink = |item: std::result::Result<SourceDoc, Problem>| {
             if failure.is_some() {
                 return;
@@ -247,8 +384,32 @@ pub fn index_inputs_with(
                 }
             }
         };
-        finder_index::read_input(input, origin, &settings.index, &mut sink)
-            .map_err(PgError::Input)?;
+        match (input, &api) {
+            (Some(input), _) => {
+                finder_index::read_input(input, origin, &settings.index, &mut sink)
+                    .map_err(PgError::Input)?;
+            }
+            // Each record on its own: a problem with one names it, and keeps only its stored
+            // version.
+            (None, Some(records)) => {
+                for (id, record) in records {
+                    let place = format!("API document `{id}`");
+                    finder_index::read_record_lines(
+                        record.as_bytes(),
+                        &place,
+                        origin,
+                        &settings.index,
+                        &mut |item| {
+                            sink(item.map_err(|mut problem| {
+                                problem.source_id.get_or_insert_with(|| id.clone());
+                                problem
+                            }))
+                        },
+                    );
+                }
+            }
+            (None, None) => unreachable!("an API feed is only listed with its records"),
+        }
         if let Some(e) = failure.take() {
             return Err(e);
         }
@@ -279,6 +440,9 @@ pub fn index_inputs_with(
         if !keys.is_empty() {
             delete_sources(&mut txs[shard], shard, keys)?;
         }
+    }
+    if let (Some(changes), Some(records)) = (documents, &api) {
+        write_document_rows(&mut txs, &plan, changes, records)?;
     }
     let changed = plan.changed();
     let origins = std::mem::take(&mut plan.origins);
@@ -393,6 +557,45 @@ pub fn index_inputs_with(
         }
     }
     Ok(report)
+}
+
+/// Keeps the API document changes the run took in `finder_documents`: a put whose source the
+/// run refused (a problem names it; the run read nothing else) keeps the stored document, as
+/// its source keeps its stored version.
+fn write_document_rows(
+    txs: &mut [Transaction<'_>],
+    plan: &RunPlan,
+    changes: &[DocumentChange],
+    records: &BTreeMap<String, String>,
+) -> Result<()> {
+    let refused: HashSet<&str> = plan
+        .problems
+        .iter()
+        .filter_map(|p| p.source_id.as_deref())
+        .collect();
+    let n = txs.len();
+    for change in changes {
+        let shard = shard_of(finder_index::source_key(&change.id), n);
+        let tx = &mut txs[shard];
+        let failed = db(format!(
+            "shard {shard}: writing API document `{}`",
+            change.id
+        ));
+        match records.get(&change.id) {
+            Some(record) if !refused.contains(change.id.as_str()) => tx
+                .execute(
+                    "INSERT INTO finder_documents (id, record) VALUES ($1, $2)
+                     ON CONFLICT (id) DO UPDATE SET record = $2",
+                    &[&change.id, record],
+                )
+                .map_err(failed)?,
+            Some(_) => 0,
+            None => tx
+                .execute("DELETE FROM finder_documents WHERE id = $1", &[&change.id])
+                .map_err(failed)?,
+        };
+    }
+    Ok(())
 }
 
 /// `Busy` when `e` is the lock timeout (`55P03`): another run held the lock all along.

@@ -1,6 +1,8 @@
 //! Documents written through the API: kept as a JSON Lines input file owned by the space
 //! (`<index>/api-sources.jsonl`) and indexed by the same incremental, atomic run as any
-//! other input.
+//! other input. Over PostgreSQL the shards keep them instead (`finder_pg::write_documents`,
+//! each document in the transaction of its source), so every query node over the same
+//! shards reads and writes the same documents.
 //!
 //! Writes to one space are *group committed*: a write joins the space's queue; whichever
 //! waiting writer finds no batch running takes every queued change, applies them in arrival
@@ -99,7 +101,13 @@ fn commit_batch(space: &Arc<Space>, batch: Vec<Change>) -> Vec<(u64, Result<Writ
             .map(|c| (c.ticket, Err(for_change(&e, c))))
             .collect()
     };
-    let before = match read_all(space.dir()) {
+    if space.backend() == StorageBackend::Postgres {
+        if let Err(e) = import_file(space) {
+            return everyone(e);
+        }
+    }
+    let ids: Vec<String> = batch.iter().map(|c| c.id.clone()).collect();
+    let before = match stored(space, &ids) {
         Ok(b) => b,
         Err(e) => return everyone(e),
     };
@@ -233,7 +241,7 @@ fn after_write(space: &Arc<Space>, settings: finder_core::Settings) {
 
 /// The stored form of a document written through the API.
 pub fn get(space: &Space, id: &str) -> Result<StoredDocument> {
-    let mut all = read_all(space.dir())?;
+    let mut all = stored(space, &[id.to_string()])?;
     match all.remove(id) {
         Some(document) => Ok(StoredDocument {
             space: space.name().to_string(),
@@ -245,6 +253,55 @@ pub fn get(space: &Space, id: &str) -> Result<StoredDocument> {
             id: id.to_string(),
         }),
     }
+}
+
+/// The documents written through the API that the space keeps, by id: at least those of
+/// `ids` (every one, from the file of an embedded index).
+fn stored(space: &Space, ids: &[String]) -> Result<BTreeMap<String, Document>> {
+    match space.backend() {
+        StorageBackend::Embedded => read_all(space.dir()),
+        StorageBackend::Postgres => {
+            let config = pg_config(space)?;
+            let records =
+                finder_pg::read_documents(&config, Some(ids)).map_err(store_err(space))?;
+            let mut out: BTreeMap<String, Document> = records
+                .into_iter()
+                .map(|(id, record)| {
+                    let place = format!("API document `{id}` in PostgreSQL");
+                    Ok((id, parse_record(&record).map_err(|why| bad(&place, why))?.1))
+                })
+                .collect::<Result<_>>()?;
+            // Documents of a file not imported yet ([`import_file`]) are the space's too.
+            if space.dir().join(API_SOURCES).exists() {
+                for (id, document) in read_all(space.dir())? {
+                    out.entry(id).or_insert(document);
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// The shards a PostgreSQL space's settings name.
+fn pg_config(space: &Space) -> Result<finder_pg::PgConfig> {
+    let settings = space.base_settings()?;
+    finder_pg::PgConfig::from_settings(&settings.storage).map_err(store_err(space))
+}
+
+fn bad(place: &str, why: String) -> ServerError {
+    ServerError::internal(format!("{place}: {why}"))
+}
+
+/// One Finder record (a JSON object with a string `id`) as its id and document.
+fn parse_record(line: &str) -> std::result::Result<(String, Document), String> {
+    let mut object: Map<String, Value> = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    let id = match object.remove("id") {
+        Some(Value::String(s)) => s,
+        _ => return Err("record without a string `id`".into()),
+    };
+    let document: Document =
+        serde_json::from_value(Value::Object(object)).map_err(|e| e.to_string())?;
+    Ok((id, document))
 }
 
 /// Every document written through the API, by id.
@@ -260,16 +317,8 @@ pub fn read_all(dir: &Path) -> Result<BTreeMap<String, Document>> {
         if line.trim().is_empty() {
             continue;
         }
-        let bad =
-            |why: String| ServerError::internal(format!("{}:{}: {why}", path.display(), n + 1));
-        let mut object: Map<String, Value> =
-            serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
-        let id = match object.remove("id") {
-            Some(Value::String(s)) => s,
-            _ => return Err(bad("record without a string `id`".into())),
-        };
-        let document: Document =
-            serde_json::from_value(Value::Object(object)).map_err(|e| bad(e.to_string()))?;
+        let place = format!("{}:{}", path.display(), n + 1);
+        let (id, document) = parse_record(line).map_err(|why| bad(&place, why))?;
         out.insert(id, document);
     }
     Ok(out)
@@ -309,24 +358,15 @@ fn write_and_index(
     before: &BTreeMap<String, Document>,
     after: &mut BTreeMap<String, Document>,
 ) -> Result<(HashMap<String, String>, finder_core::Settings)> {
+    let (settings, embedder) = run_settings(space)?;
+    if space.backend() == StorageBackend::Postgres {
+        let refused = write_to_shards(space, before, after, &settings, embedder.as_deref())?;
+        return Ok((refused, settings));
+    }
     let path = space.dir().join(API_SOURCES);
     std::fs::create_dir_all(space.dir())
         .map_err(|e| ServerError::internal(format!("{}: {e}", space.dir().display())))?;
     write_atomic(&path, &render(after))?;
-    let settings = match space.finder() {
-        Ok(finder) => finder.settings().clone(),
-        Err(ServerError::NotBuilt { .. }) => space.base_settings()?,
-        Err(e) => return Err(e),
-    };
-    // PostgreSQL runs embed as they write, with the model the space's queries use.
-    let embedder = match space.backend() {
-        StorageBackend::Embedded => None,
-        StorageBackend::Postgres => space
-            .finder()
-            .ok()
-            .and_then(|f| f.embedder())
-            .or_else(|| space.models().and_then(|load| load(&settings))),
-    };
     let run = |settings: &finder_core::Settings| {
         let report = finder_store::index_inputs(
             space.dir(),
@@ -375,8 +415,83 @@ fn write_and_index(
             reason: problem.reason.clone(),
         });
     }
+    let refused = take_back_refused(report.problems(), before, after);
+    if !refused.is_empty() {
+        // The run kept the previous version of each refused id, so the file must say the same.
+        write_atomic(&path, &render(after))?;
+    }
+    Ok((refused, settings))
+}
+
+/// The settings a write's run indexes with and, over PostgreSQL (whose runs embed as they
+/// write), the model the space's queries use.
+fn run_settings(
+    space: &Space,
+) -> Result<(finder_core::Settings, Option<Arc<dyn finder_core::Embed>>)> {
+    let settings = match space.finder() {
+        Ok(finder) => finder.settings().clone(),
+        Err(ServerError::NotBuilt { .. }) => space.base_settings()?,
+        Err(e) => return Err(e),
+    };
+    let embedder = match space.backend() {
+        StorageBackend::Embedded => None,
+        StorageBackend::Postgres => space
+            .finder()
+            .ok()
+            .and_then(|f| f.embedder())
+            .or_else(|| space.models().and_then(|load| load(&settings))),
+    };
+    Ok((settings, embedder))
+}
+
+/// A PostgreSQL space written through the API before its shards kept the documents holds
+/// them in its folder's file: at its next write they move into the shards (those the shards
+/// do not hold yet), and the file is renamed `api-sources.jsonl.imported`.
+fn import_file(space: &Space) -> Result<()> {
+    let path = space.dir().join(API_SOURCES);
+    if !path.exists() {
+        return Ok(());
+    }
+    let documents = read_all(space.dir())?;
+    let config = pg_config(space)?;
+    let ids: Vec<String> = documents.keys().cloned().collect();
+    let held = finder_pg::read_documents(&config, Some(&ids)).map_err(store_err(space))?;
+    let changes: Vec<finder_pg::DocumentChange> = documents
+        .iter()
+        .filter(|(id, _)| !held.contains_key(*id))
+        .map(|(id, document)| finder_pg::DocumentChange {
+            id: id.clone(),
+            record: Some(record_line(id, document)),
+        })
+        .collect();
+    if !changes.is_empty() {
+        let (settings, embedder) = run_settings(space)?;
+        let report = finder_pg::write_documents(&config, &changes, &settings, embedder.as_deref());
+        space.forget_reader();
+        for problem in report.map_err(store_err(space))?.problems {
+            tracing::warn!(space = space.name(), place = %problem.place, "importing {}: {}", API_SOURCES, problem.reason);
+        }
+        tracing::info!(
+            space = space.name(),
+            "moved {} documents from {} into the shards",
+            changes.len(),
+            path.display()
+        );
+    }
+    let moved = path.with_extension("jsonl.imported");
+    std::fs::rename(&path, &moved)
+        .map_err(|e| ServerError::internal(format!("{}: {e}", path.display())))
+}
+
+/// The ids whose change a run refused, with why; each goes back to its `before` version in
+/// `after`, as the run kept it.
+fn take_back_refused(
+    problems: &[finder_index::Problem],
+    before: &BTreeMap<String, Document>,
+    after: &mut BTreeMap<String, Document>,
+) -> HashMap<String, String> {
     let mut refused = HashMap::new();
-    for problem in report.problems() {
+    for problem in problems {
         let Some(id) = &problem.source_id else {
             continue;
         };
@@ -389,11 +504,35 @@ fn write_and_index(
         };
         refused.insert(id.clone(), problem.reason.clone());
     }
-    if !refused.is_empty() {
-        // The run kept the previous version of each refused id, so the file must say the same.
-        write_atomic(&path, &render(after))?;
+    refused
+}
+
+/// The PostgreSQL side of [`write_and_index`]: the changed documents go to the shards'
+/// table and index in one run, which commits nothing when it cannot tell the documents apart.
+fn write_to_shards(
+    space: &Space,
+    before: &BTreeMap<String, Document>,
+    after: &mut BTreeMap<String, Document>,
+    settings: &finder_core::Settings,
+    embedder: Option<&dyn finder_core::Embed>,
+) -> Result<HashMap<String, String>> {
+    let ids: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let changes: Vec<finder_pg::DocumentChange> = ids
+        .into_iter()
+        .filter(|id| before.get(*id) != after.get(*id))
+        .map(|id| finder_pg::DocumentChange {
+            id: id.clone(),
+            record: after.get(id).map(|document| record_line(id, document)),
+        })
+        .collect();
+    let config = pg_config(space)?;
+    let report = finder_pg::write_documents(&config, &changes, settings, embedder);
+    space.forget_reader();
+    let report = report.map_err(store_err(space))?;
+    for problem in report.problems.iter().filter(|p| p.source_id.is_none()) {
+        tracing::warn!(space = space.name(), place = %problem.place, "{}", problem.reason);
     }
-    Ok((refused, settings))
+    Ok(take_back_refused(&report.problems, before, after))
 }
 
 /// The space's source count and commit time after a batch, for its answers.
@@ -405,16 +544,20 @@ fn acknowledge(space: &Space) -> Result<(u64, u64)> {
 fn render(documents: &BTreeMap<String, Document>) -> String {
     let mut out = String::new();
     for (id, document) in documents {
-        let mut object = Map::new();
-        object.insert("id".into(), Value::String(id.clone()));
-        if let Value::Object(fields) = serde_json::to_value(document).expect("documents serialise")
-        {
-            object.extend(fields);
-        }
-        out.push_str(&Value::Object(object).to_string());
+        out.push_str(&record_line(id, document));
         out.push('\n');
     }
     out
+}
+
+/// The document as one Finder record line (no line end), `id` first.
+fn record_line(id: &str, document: &Document) -> String {
+    let mut object = Map::new();
+    object.insert("id".into(), Value::String(id.to_string()));
+    if let Value::Object(fields) = serde_json::to_value(document).expect("documents serialise") {
+        object.extend(fields);
+    }
+    Value::Object(object).to_string()
 }
 
 /// Replaces `path` with `text` so that a crash leaves either the old or the new file.

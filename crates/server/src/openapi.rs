@@ -43,13 +43,13 @@ const SPACE_ROUTES: &[SpaceRoute] = &[
      "What the space holds (sources, fragments, segments, size, inputs, index-time settings, last run), whether it is built, and the progress of a run under way (indexing or a vector build: stage, done / total, rate, time left).",
      None, "StatusResult", &["404"]),
     ("/documents/{id}", "put", "putDocument", "Add or replace a document",
-     "Writes the document to the space's API input file (`api-sources.jsonl` in the index folder, replaced atomically) and indexes it incrementally in one commit; writes that arrive while a commit runs are applied in arrival order and share the next one. The answer comes only after the commit that holds the write is durable. An id that a file input also uses is taken over by the API document until that input is indexed again.",
+     "Writes the document to the space's API input file (`api-sources.jsonl` in the index folder, replaced atomically; over PostgreSQL, the shards' `finder_documents` table, shared by every node) and indexes it incrementally in one commit (over PostgreSQL, one per shard); writes that arrive while a commit runs are applied in arrival order and share the next one. The answer comes only after the commit that holds the write is durable. An id that a file input also uses is taken over by the API document until that input is indexed again.",
      Some("Document"), "WriteResult", &["400", "404", "409", "413"]),
     ("/documents/{id}", "get", "getDocument", "Read a document, or any source's lines",
      "Without `lines`: the stored form of a document added with PUT (sources indexed from files are not listed this way). With `?lines=40-80` (also `40-`, `40` or `all`): the lines of any indexed source, numbered as in its file or record, as a hint's line range points at them; at most 24,000 characters, `truncated` when the range held more. 404 `unknown_target` when no source has the id.",
      None, "StoredDocument|SourceLines", &["400", "404"]),
     ("/documents/{id}", "delete", "deleteDocument", "Delete a document written through the API",
-     "Removes the document from the API input file and from the index in one commit, answered after the commit. Sources indexed from files are removed by deleting the file and running `finder index` again.",
+     "Removes the document from the API input file (over PostgreSQL, the shards' table) and from the index in one commit (over PostgreSQL, one per shard), answered after the commit. Sources indexed from files are removed by deleting the file and running `finder index` again.",
      None, "WriteResult", &["404", "409"]),
 ];
 

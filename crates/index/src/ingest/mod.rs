@@ -164,6 +164,27 @@ pub fn read_input(
     Ok(kind)
 }
 
+/// Reads Finder records (JSON Lines, as in a `.jsonl` input) from `bytes`, as [`read_input`]
+/// reads a record file: `name` is the file name in problem places, each line's bytes are its
+/// source's hash. For records kept elsewhere than in a file (the API documents of a
+/// PostgreSQL store).
+pub fn read_record_lines(
+    bytes: &[u8],
+    name: &str,
+    origin: &str,
+    settings: &IndexSettings,
+    sink: &mut dyn FnMut(Result<SourceDoc, Problem>),
+) {
+    records::read_lines(
+        bytes,
+        name,
+        records::Layout::Records,
+        origin,
+        settings,
+        sink,
+    );
+}
+
 /// [`read_input`] of a folder input, reading only the notes at `paths` under it (files, or
 /// folders and all they hold) that its walk would find, in the walk's order.
 pub(crate) fn read_notes_at(

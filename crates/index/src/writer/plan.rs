@@ -27,6 +27,8 @@ pub struct RunPlan {
     /// A run that read only some paths of its inputs decides only about the sources there:
     /// by origin, the ids (and the folders, as `id/` prefixes) it read. `None`: all.
     scope: Option<std::collections::HashMap<String, Vec<String>>>,
+    /// Origins whose scope holds ids only, matched whole (record ids may hold `/`).
+    exact: HashSet<String>,
 }
 
 /// What to do with a source that was read.
@@ -149,15 +151,24 @@ impl RunPlan {
             .insert(origin.to_string(), ids);
     }
 
+    /// [`Self::limit_to`] with ids only: a source is in scope when its id is one of `ids`,
+    /// never as a folder of others (`a` does not cover `a/b`).
+    pub fn limit_to_ids(&mut self, origin: &str, ids: Vec<String>) {
+        self.exact.insert(origin.to_string());
+        self.limit_to(origin, ids);
+    }
+
     /// Whether the run decides about the stored source `id` of `origin`.
     fn in_scope(&self, id: &str, origin: &str) -> bool {
         let Some(scope) = &self.scope else {
             return self.origins.iter().any(|o| o == origin);
         };
+        let exact = self.exact.contains(origin);
         scope.get(origin).is_some_and(|ids| {
             ids.iter().any(|at| {
                 id == at
-                    || (id.len() > at.len()
+                    || (!exact
+                        && id.len() > at.len()
                         && id.starts_with(at.as_str())
                         && id.as_bytes()[at.len()] == b'/')
             })

@@ -275,9 +275,14 @@ fn acknowledged_writes_survive_a_primary_restart() {
 
     let acknowledged = std::sync::Mutex::new(Vec::new());
     let refused = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
+    let restarted = std::sync::atomic::AtomicBool::new(false);
+    // Writes go on until the restart is over and forty were sent; a refused one (the
+    // server away) is fast, so the writer waits a little after each.
+    let written = std::thread::scope(|scope| {
         let writer = scope.spawn(|| {
-            for i in 0..40 {
+            let mut i = 0;
+            while i < 40 || !restarted.load(std::sync::atomic::Ordering::Acquire) {
+                i += 1;
                 let id = format!("doc-{i}");
                 let body = json!({"title": format!("Furnace log {i}"), "text": format!("Kiln entry number{i}.")});
                 let answer = runtime.block_on(send(
@@ -294,19 +299,23 @@ fn acknowledged_writes_survive_a_primary_restart() {
                         .lock()
                         .unwrap()
                         .push((answer.status, format!("{id}: {}", answer.text)));
+                    std::thread::sleep(std::time::Duration::from_millis(50));
                 }
             }
+            i
         });
         while acknowledged.lock().unwrap().len() < 5 {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         server.restart().expect("restart the primary");
-        writer.join().unwrap();
+        restarted.store(true, std::sync::atomic::Ordering::Release);
+        writer.join().unwrap()
     });
     let acknowledged = acknowledged.into_inner().unwrap();
     let refused = refused.into_inner().unwrap();
+    let last = format!("doc-{written}");
     assert!(
-        acknowledged.last().map(String::as_str) == Some("doc-39"),
+        acknowledged.last() == Some(&last),
         "writes did not resume: {refused:#?}"
     );
     // A write the server could not take is refused as the storage being away for now (503,
@@ -330,10 +339,160 @@ fn acknowledged_writes_survive_a_primary_restart() {
     }
     // The served space's pooled connections died with the server; queries go on.
     assert_eq!(ids(&found("refresh token"))[0], "tokens.md");
-    assert_eq!(ids(&found("number39")), ["doc-39"]);
+    assert_eq!(ids(&found(&format!("number{written}"))), [last]);
     eprintln!(
         "primary restart: {} writes acknowledged, {} refused while it was down",
         acknowledged.len(),
         refused.len()
     );
+}
+
+/// Two query nodes over the same shards, each with its own space folder: a document written
+/// through one is read, found, replaced and deleted through the other, and a rebuild of the
+/// index from the files keeps it, because the shards keep the API's documents.
+#[test]
+fn api_documents_are_shared_by_every_node_over_the_shards() {
+    let Some(server) = finder_pg::testing::server("api documents over postgres") else {
+        return;
+    };
+    let (one, two) = (server.database("nodes"), server.database("nodes"));
+    let tmp = tempfile::tempdir().unwrap();
+    let input = notes(tmp.path());
+    let urls = [one.url.as_str(), two.url.as_str()];
+    let (a, b) = (
+        space_dir(tmp.path(), "a", &urls),
+        space_dir(tmp.path(), "b", &urls),
+    );
+    index(&a, std::slice::from_ref(&input));
+    let node_a = app_with(&[("pg", &a)], None, Limits::default());
+    let node_b = app_with(&[("pg", &b)], None, Limits::default());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let doc = |text: &str| json!({"title": "Kiln furnace manual", "text": text});
+    let search = |app: &finder_server::AppRef, query: &str| {
+        ids(&runtime.block_on(call(
+            app,
+            "POST",
+            "/v1/spaces/pg/search",
+            json!({"query": query}),
+            200,
+        )))
+    };
+    let path = "/v1/spaces/pg/documents/kiln-1";
+
+    let w = runtime.block_on(call(&node_a, "PUT", path, doc("Vent the kiln first."), 200));
+    assert_eq!(
+        (w["result"].as_str(), w["sources"].as_u64()),
+        (Some("added"), Some(5))
+    );
+    let got = runtime.block_on(call(&node_b, "GET", path, Value::Null, 200));
+    assert_eq!(got["document"]["text"], "Vent the kiln first.", "{got:#}");
+    assert_eq!(search(&node_b, "vent kiln"), ["kiln-1"]);
+
+    // Replaced through the other node: an update, seen by the first.
+    let w = runtime.block_on(call(&node_b, "PUT", path, doc("Glaze at cone six."), 200));
+    assert_eq!(w["result"], "updated", "{w:#}");
+    assert_eq!(search(&node_a, "glaze cone"), ["kiln-1"]);
+    assert!(search(&node_a, "vent").is_empty());
+
+    // A rebuild from the files (an index-time setting changed) keeps the API's documents.
+    std::fs::write(
+        a.join("finder.toml"),
+        std::fs::read_to_string(a.join("finder.toml")).unwrap()
+            + "[index]\nfragment_max_chars = 1500\n",
+    )
+    .unwrap();
+    let settings = finder_index::load_settings(&a, None).unwrap();
+    let report =
+        finder_store::index_inputs(&a, std::slice::from_ref(&input), &settings, None).unwrap();
+    let finder_store::RunReport::Postgres(report) = report else {
+        panic!("a postgres space runs over postgres");
+    };
+    assert!(report.rebuilt && report.problems.is_empty(), "{report:?}");
+    assert_eq!(report.sources, 5, "{report:?}");
+    std::fs::write(
+        b.join("finder.toml"),
+        std::fs::read_to_string(a.join("finder.toml")).unwrap(),
+    )
+    .unwrap();
+    std::thread::sleep(finder_server::PG_RECHECK);
+    assert_eq!(search(&node_b, "glaze cone"), ["kiln-1"]);
+
+    // Deleted through the second node: gone for both, from the index and the table.
+    let d = runtime.block_on(call(&node_b, "DELETE", path, Value::Null, 200));
+    assert_eq!(
+        (d["result"].as_str(), d["sources"].as_u64()),
+        (Some("deleted"), Some(4))
+    );
+    runtime.block_on(call(&node_a, "GET", path, Value::Null, 404));
+    runtime.block_on(call(&node_a, "DELETE", path, Value::Null, 404));
+    assert!(search(&node_a, "glaze cone").is_empty());
+    let config = finder_pg::PgConfig::from_settings(&settings.storage).unwrap();
+    assert!(finder_pg::read_documents(&config, None).unwrap().is_empty());
+    // Neither node keeps a file of its own.
+    for dir in [&a, &b] {
+        assert!(
+            !dir.join(finder_server::API_SOURCES).exists(),
+            "{}",
+            dir.display()
+        );
+    }
+    runtime.block_on(async move {
+        drop(node_a);
+        drop(node_b);
+    });
+}
+
+/// A space written through the API before the shards kept its documents has them in its
+/// folder's `api-sources.jsonl`, indexed as an input of their own: they are read from there
+/// until the next write moves them into the shards, and a rebuild then no longer asks for the
+/// file.
+#[test]
+fn documents_of_an_older_node_file_move_into_the_shards() {
+    let Some(server) = finder_pg::testing::server("api documents from a file") else {
+        return;
+    };
+    let db = server.database("legacy");
+    let tmp = tempfile::tempdir().unwrap();
+    let input = notes(tmp.path());
+    let pg = space_dir(tmp.path(), "pg", &[&db.url]);
+    let legacy = pg.join(finder_server::API_SOURCES);
+    write(
+        &pg,
+        finder_server::API_SOURCES,
+        "{\"id\":\"old-1\",\"title\":\"Kiln log\",\"text\":\"Bisque firing at cone four.\"}\n",
+    );
+    index(&pg, &[input.clone(), legacy.clone()]);
+    let app = app_with(&[("pg", &pg)], None, Limits::default());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let path = "/v1/spaces/pg/documents/old-1";
+    let got = runtime.block_on(call(&app, "GET", path, Value::Null, 200));
+    assert_eq!(got["document"]["title"], "Kiln log", "{got:#}");
+
+    let doc = json!({"title": "Glaze notes", "text": "Celadon glaze on stoneware."});
+    let w = runtime.block_on(call(&app, "PUT", "/v1/spaces/pg/documents/new-1", doc, 200));
+    assert_eq!(w["result"], "added", "{w:#}");
+    assert!(!legacy.exists() && legacy.with_extension("jsonl.imported").exists());
+    let settings = finder_index::load_settings(&pg, None).unwrap();
+    let config = finder_pg::PgConfig::from_settings(&settings.storage).unwrap();
+    let stored = finder_pg::read_documents(&config, None).unwrap();
+    assert_eq!(stored.keys().collect::<Vec<_>>(), ["new-1", "old-1"]);
+    let got = runtime.block_on(call(&app, "GET", path, Value::Null, 200));
+    assert_eq!(got["document"]["text"], "Bisque firing at cone four.");
+
+    // The file's input holds no source any more: a rebuild needs the notes only.
+    std::fs::write(
+        pg.join("finder.toml"),
+        std::fs::read_to_string(pg.join("finder.toml")).unwrap()
+            + "[index]\nfragment_max_chars = 1500\n",
+    )
+    .unwrap();
+    let settings = finder_index::load_settings(&pg, None).unwrap();
+    let report =
+        finder_store::index_inputs(&pg, std::slice::from_ref(&input), &settings, None).unwrap();
+    assert!(report.problems().is_empty(), "{:?}", report.problems());
+    let fresh = finder_pg::PgFinder::open(&config, settings.clone()).unwrap();
+    for id in ["old-1", "new-1"] {
+        assert!(fresh.source(id).unwrap().is_some(), "{id}");
+    }
+    runtime.block_on(async move { drop(app) });
 }
