@@ -1,14 +1,16 @@
 """Load run against two `finder serve` nodes over the same PostgreSQL shards (scripts/pg-nodes.sh
 starts them). CLIENTS threads for SECONDS, each picking a node at random and either searching
 (a note title of the corpus) or writing a document (PUT); then both nodes answer the same
-queries and must agree. Prints one JSON report: per operation and node, requests, errors and
-p50 / p99 latency in ms; how many answers disagreed. Python standard library only.
+queries and must agree, and every acknowledged document is read back (GET) through the node
+that did not write it. Prints one JSON report: per operation and node, requests, errors and
+p50 / p99 latency in ms; how many answers disagreed; how many documents the other node missed. Python standard library only.
 
     python scripts/pg_nodes.py --nodes http://127.0.0.1:7701,http://127.0.0.1:7702 \
         --corpus ../shared/data/dendron_site_vault/corpus.jsonl --clients 50 --seconds 60
 """
 
 import argparse
+import sys
 import json
 import math
 import random
@@ -67,6 +69,7 @@ def main():
     stats = {}  # (op, node) -> {"ms": [...], "errors": n, "samples": [...]}
     lock = threading.Lock()
     deadline = time.monotonic() + args.seconds
+    acknowledged = []  # (node, id, text)
 
     def record(op, node, ms, ok, sample):
         with lock:
@@ -89,6 +92,9 @@ def main():
                 body = {"title": f"Load note {n} {written}", "text": rng.choice(queries)}
                 status, answer = request("PUT", f"{nodes[node]}/v1/documents/{doc_id}", body)
                 op = "upsert"
+                if status == 200:
+                    with lock:
+                        acknowledged.append((node, doc_id, body["text"]))
             else:
                 body = {"query": rng.choice(queries), "limit": 10}
                 status, answer = request("POST", f"{nodes[node]}/v1/search", body)
@@ -112,6 +118,12 @@ def main():
             disagreed.append({"query": q, "status": [s for s, _ in answers]})
         elif len({json.dumps(ranking(a)) for _, a in answers}) > 1:
             disagreed.append({"query": q, "rankings": [ranking(a) for _, a in answers]})
+    missed = []
+    for node, doc_id, text in acknowledged:
+        other = nodes[(node + 1) % len(nodes)]
+        status, answer = request("GET", f"{other}/v1/documents/{doc_id}")
+        if status != 200 or answer["document"]["text"] != text:
+            missed.append({"id": doc_id, "status": status, "answer": str(answer)[:200]})
     report = {
         "clients": args.clients,
         "seconds": args.seconds,
@@ -132,9 +144,13 @@ def main():
         "compared": min(100, len(queries)),
         "disagreed": disagreed[:5],
         "disagreed_count": len(disagreed),
+        "acknowledged": len(acknowledged),
+        "missed": missed[:5],
+        "missed_count": len(missed),
     }
     print(json.dumps(report, indent=2))
+    return 1 if report["errors"] or disagreed or missed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
