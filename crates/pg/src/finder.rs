@@ -113,6 +113,16 @@ impl PgFinder {
 
     /// Attaches the query-side embedding model: `Ok(None)` when the semantic layer is off,
     /// `Err(reason)` when it is unavailable.
+    /// Has every shard answer the vector list by its HNSW indexes, however few fragments it
+    /// holds, as a shard past [`search::EXACT_SCAN_MAX`] does: for tests of the walk on a
+    /// small corpus.
+    #[cfg(feature = "testing")]
+    pub fn walk_vectors_always(&mut self) {
+        for rows in &mut self.rows {
+            *rows = (*rows).max(search::EXACT_SCAN_MAX + 1);
+        }
+    }
+
     pub fn attach_embedder(
         &mut self,
         embedder: std::result::Result<Option<Arc<dyn Embed>>, String>,
@@ -664,6 +674,7 @@ impl PgQuery<'_> {
         let lists = nearest_lists(
             &mut self.conns.borrow_mut(),
             &self.finder.rows,
+            self.finder.records[0].windows,
             &text,
             &settings.vector,
             window(depth),
@@ -697,6 +708,7 @@ impl PgQuery<'_> {
             probe => {
                 let snapshots = self.snapshots.as_deref();
                 let (pools, rows) = (&self.finder.conns, &self.finder.rows);
+                let windows = self.finder.records[0].windows;
                 let (others, (vector, stage, lists, took)) = std::thread::scope(|scope| {
                     let beside = scope.spawn(move || {
                         let started = Instant::now();
@@ -705,7 +717,7 @@ impl PgQuery<'_> {
                             let mut aside = Aside::open(pools, snapshots?)?;
                             let text = crate::writer::vector_text(v);
                             let (vs, window) = (&settings.vector, window(depth));
-                            nearest_lists(&mut aside.0, rows, &text, vs, window).ok()
+                            nearest_lists(&mut aside.0, rows, windows, &text, vs, window).ok()
                         });
                         (vector, stage, lists, started.elapsed())
                     });
@@ -843,6 +855,7 @@ fn fan_out<T: Send>(
 fn nearest_lists(
     conns: &mut [Pooled],
     rows: &[u64],
+    windows: bool,
     vector: &str,
     settings: &finder_core::VectorSettings,
     window: usize,
@@ -852,7 +865,15 @@ fn nearest_lists(
             settings.beam(rows[i] as usize),
             rows[i] <= search::EXACT_SCAN_MAX,
         );
-        let mut found = search::nearest(c, i, vector, window, beam, exact)?;
+        let mut found = search::nearest(
+            c,
+            i,
+            vector,
+            window,
+            beam,
+            exact,
+            windows.then_some(settings.window_weight),
+        )?;
         found.retain(|f| 1.0 - f.score <= settings.max_vector_distance);
         Ok(found)
     })

@@ -57,6 +57,12 @@ CREATE TABLE IF NOT EXISTS finder_fragments (
     embedding vector
 );
 CREATE INDEX IF NOT EXISTS finder_fragments_source ON finder_fragments (skey, ordinal);
+CREATE TABLE IF NOT EXISTS finder_parts (
+    fkey bigint NOT NULL REFERENCES finder_fragments ON DELETE CASCADE,
+    part integer NOT NULL,
+    embedding vector NOT NULL,
+    PRIMARY KEY (fkey, part)
+);
 CREATE TABLE IF NOT EXISTS finder_postings (
     field smallint NOT NULL,
     term text NOT NULL,
@@ -133,6 +139,10 @@ pub struct RunRecord {
     /// in order: queries are analysed in each too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub languages: Vec<String>,
+    /// Every window of a long passage has its vector (`embed.windows`): the later ones are in
+    /// `finder_parts`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub windows: bool,
 }
 
 fn first_analysis() -> u32 {
@@ -256,28 +266,39 @@ pub(crate) fn reset(
         None => "vector".to_string(),
     };
     let sql = format!(
-        "TRUNCATE finder_sources, finder_fragments, finder_postings, finder_terms, finder_relations;
+        "TRUNCATE finder_sources, finder_fragments, finder_parts, finder_postings, finder_terms,
+             finder_relations;
          UPDATE finder_stats SET docs = 0, tokens = 0;
          DROP INDEX IF EXISTS finder_fragments_embedding;
+         DROP INDEX IF EXISTS finder_parts_embedding;
          ALTER TABLE finder_fragments ALTER COLUMN embedding TYPE {column};
-         ALTER TABLE finder_fragments ALTER COLUMN embedding SET STORAGE MAIN;"
+         ALTER TABLE finder_fragments ALTER COLUMN embedding SET STORAGE MAIN;
+         ALTER TABLE finder_parts ALTER COLUMN embedding TYPE {column};
+         ALTER TABLE finder_parts ALTER COLUMN embedding SET STORAGE MAIN;"
     );
     client.batch_execute(&sql).map_err(db(format!(
         "shard {shard}: emptying the tables for a rebuild"
     )))
 }
 
-/// The `(m, ef_construction)` the shard's HNSW index was built with (pgvector's defaults
-/// when it was built without them); `None` when there is none.
+/// The HNSW indexes of the vectors: on `finder_fragments` (each passage's first window) and
+/// on `finder_parts` (the later windows), each with its table.
+pub(crate) const VECTOR_INDEXES: [(&str, &str); 2] = [
+    ("finder_fragments_embedding", "finder_fragments"),
+    ("finder_parts_embedding", "finder_parts"),
+];
+
+/// The `(m, ef_construction)` the shard's HNSW index `index` was built with (pgvector's
+/// defaults when it was built without them); `None` when there is none.
 pub(crate) fn vector_index_params(
     client: &mut impl GenericClient,
     shard: usize,
+    index: &str,
 ) -> Result<Option<(u32, u32)>> {
     let row = client
         .query_opt(
-            "SELECT coalesce(reloptions, '{}') FROM pg_class
-             WHERE oid = to_regclass('finder_fragments_embedding')",
-            &[],
+            "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = to_regclass($1)",
+            &[&index],
         )
         .map_err(db(format!("shard {shard}: reading the vector index")))?;
     Ok(row.map(|row| {

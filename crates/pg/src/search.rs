@@ -209,7 +209,11 @@ pub(crate) const EXACT_SCAN_MAX: u64 = 8_000;
 
 /// The `window` nearest fragments of this shard with their exact cosine similarity, by the
 /// HNSW index or, when `exact`, by comparing every vector (pgvector computes `<=>` on the
-/// stored vectors; the caller orders by it).
+/// stored vectors; the caller orders by it). With `window_weight` (the shard holds every
+/// window of a long passage, `embed.windows`), a fragment scores as the embedded index scores
+/// it: its first window's similarity plus `window_weight` times what its best window adds to
+/// that; the walk then takes the window nearest first windows and nearest later windows, and
+/// scores each of their fragments over all its windows.
 pub(crate) fn nearest(
     client: &mut Conn,
     shard: usize,
@@ -217,34 +221,35 @@ pub(crate) fn nearest(
     window: usize,
     ef_search: usize,
     exact: bool,
+    window_weight: Option<f32>,
 ) -> Result<Vec<Found>> {
-    if exact {
-        // Ordered by the similarity, which the HNSW index cannot serve: a scan.
-        let sql = format!(
-            "SELECT n.fkey, n.sim, n.skey, n.ordinal, s.entity FROM (
-                 SELECT fkey, skey, ordinal,
-                        (1 - (embedding <=> $1::text::vector))::float4 AS sim
-                 FROM finder_fragments WHERE embedding IS NOT NULL
-                 ORDER BY sim DESC, {KEY_ORDER}
-                 LIMIT $2) n
-             JOIN finder_sources s ON s.skey = n.skey"
-        );
-        let rows = client
-            .query(&sql, &[&vector, &(window as i64)])
-            .map_err(db(format!("shard {shard}: comparing vectors")))?;
-        return Ok(rows.into_iter().map(|row| found(&row, shard)).collect());
+    if !exact {
+        // pgvector caps ef_search at 1000; past it the iterative scan keeps the window full.
+        let ef = ef_search.max(window).clamp(10, 1000).to_string();
+        client
+            .execute(
+                "SELECT set_config('hnsw.ef_search', $1, true),
+                        set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                &[&ef],
+            )
+            .map_err(db(format!("shard {shard}: setting up the vector search")))?;
     }
-    // pgvector caps ef_search at 1000; past it the iterative scan keeps the window full.
-    let ef = ef_search.max(window).clamp(10, 1000).to_string();
-    client
-        .execute(
-            "SELECT set_config('hnsw.ef_search', $1, true),
-                    set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-            &[&ef],
-        )
-        .map_err(db(format!("shard {shard}: setting up the vector search")))?;
-    let rows = client
-        .query(
+    let (window, weight) = (window as i64, f64::from(window_weight.unwrap_or(0.0)));
+    let rows = match (exact, window_weight.is_some()) {
+        // Ordered by the similarity, which the HNSW index cannot serve: a scan.
+        (true, false) => client.query(
+            &format!(
+                "SELECT n.fkey, n.sim, n.skey, n.ordinal, s.entity FROM (
+                     SELECT fkey, skey, ordinal,
+                            (1 - (embedding <=> $1::text::vector))::float4 AS sim
+                     FROM finder_fragments WHERE embedding IS NOT NULL
+                     ORDER BY sim DESC, {KEY_ORDER}
+                     LIMIT $2) n
+                 JOIN finder_sources s ON s.skey = n.skey"
+            ),
+            &[&vector, &window],
+        ),
+        (false, false) => client.query(
             "SELECT n.fkey, n.sim, n.skey, n.ordinal, s.entity FROM (
                  SELECT fkey, skey, ordinal,
                         (1 - (embedding <=> $1::text::vector))::float4 AS sim
@@ -252,9 +257,39 @@ pub(crate) fn nearest(
                  ORDER BY embedding <=> $1::text::vector
                  LIMIT $2) n
              JOIN finder_sources s ON s.skey = n.skey",
-            &[&vector, &(window as i64)],
-        )
-        .map_err(db(format!("shard {shard}: searching vectors")))?;
+            &[&vector, &window],
+        ),
+        (exact, true) => {
+            let candidates = if exact {
+                "f.embedding IS NOT NULL"
+            } else {
+                "f.fkey IN (
+                     (SELECT fkey FROM finder_fragments WHERE embedding IS NOT NULL
+                      ORDER BY embedding <=> $1::text::vector LIMIT $2)
+                     UNION
+                     (SELECT fkey FROM finder_parts
+                      ORDER BY embedding <=> $1::text::vector LIMIT $2))"
+            };
+            client.query(
+                &format!(
+                    "SELECT n.fkey, n.sim, n.skey, n.ordinal, s.entity FROM (
+                         SELECT fkey, skey, ordinal,
+                                (first + $3 * (greatest(first, best) - first))::float4 AS sim
+                         FROM (SELECT f.fkey, f.skey, f.ordinal,
+                                      1 - (f.embedding <=> $1::text::vector) AS first,
+                                      (SELECT max(1 - (p.embedding <=> $1::text::vector))
+                                       FROM finder_parts p WHERE p.fkey = f.fkey) AS best
+                               FROM finder_fragments f
+                               WHERE {candidates}) w
+                         ORDER BY sim DESC, {KEY_ORDER}
+                         LIMIT $2) n
+                     JOIN finder_sources s ON s.skey = n.skey"
+                ),
+                &[&vector, &window, &weight],
+            )
+        }
+    }
+    .map_err(db(format!("shard {shard}: searching vectors")))?;
     Ok(rows.into_iter().map(|row| found(&row, shard)).collect())
 }
 

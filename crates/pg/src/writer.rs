@@ -157,13 +157,9 @@ fn run(
 ) -> Result<PgRunReport> {
     config.validate()?;
     let embedder = embedder.filter(|_| settings.embed.backend != EmbedBackend::Precomputed);
-    if settings.embed.windows && embedder.is_some() {
-        return Err(PgError::Config(
-            "embed.windows = true: the PostgreSQL backend keeps one vector per fragment (its \
-             first window); set embed.windows = false (docs/SCALING.md, \"Not done yet\")"
-                .into(),
-        ));
-    }
+    // Every window of a long passage gets its vector, the later ones in `finder_parts`, as
+    // the embedded index does with `embed.windows`.
+    let windows = settings.embed.windows && embedder.is_some_and(|e| e.reads_in_windows());
     let n = config.shards.len();
     let tls = Tls::new(config.tls_ca.as_deref())?;
     let mut clients = Vec::with_capacity(n);
@@ -218,6 +214,8 @@ fn run(
     }
 
     let (dim, model) = match embedder {
+        // Vectors of every window are another index than first windows only.
+        Some(e) if windows => (Some(e.dim()), Some(format!("{}+windows", e.model_id()))),
         Some(e) => (Some(e.dim()), Some(e.model_id().to_string())),
         None if settings.embed.backend == EmbedBackend::Precomputed => (
             Some(settings.embed.dim),
@@ -377,7 +375,7 @@ fn run(
                     batch,
                     settings,
                     dim,
-                    embedder,
+                    embedder.map(|e| (e, windows)),
                     &mut analyzers,
                 ) {
                     failure = Some(e);
@@ -420,7 +418,7 @@ fn run(
         std::mem::take(&mut pending),
         settings,
         dim,
-        embedder,
+        embedder.map(|e| (e, windows)),
         &mut analyzers,
     )?;
     progress(read);
@@ -479,22 +477,26 @@ fn run(
             )
             .map_err(db(format!("shard {i}: updating the planner's statistics")))?;
         }
-        if dim.is_some() {
-            // Built once the rows are in; built again when its parameters changed.
-            let st = &settings.storage;
-            let wanted = (st.hnsw_m, st.hnsw_ef_construction);
-            let built = schema::vector_index_params(tx, i)?;
-            if built != Some(wanted) {
-                tx.batch_execute(&format!(
-                    "SET LOCAL maintenance_work_mem = '1GB';
-                     DROP INDEX IF EXISTS finder_fragments_embedding;
-                     CREATE INDEX finder_fragments_embedding ON finder_fragments
-                     USING hnsw (embedding vector_cosine_ops)
-                     WITH (m = {}, ef_construction = {});",
-                    wanted.0, wanted.1
-                ))
-                .map_err(db(format!("shard {i}: building the vector index")))?;
+        // Built once the rows are in; built again when its parameters changed. The later
+        // windows' index only with `embed.windows`.
+        let st = &settings.storage;
+        let wanted = (st.hnsw_m, st.hnsw_ef_construction);
+        let indexes = if windows { 2 } else { 1 };
+        for (index, table) in schema::VECTOR_INDEXES.into_iter().take(indexes) {
+            if dim.is_none() || schema::vector_index_params(tx, i, index)? == Some(wanted) {
+                continue;
             }
+            tx.batch_execute(&format!(
+                "SET LOCAL maintenance_work_mem = '1GB';
+                 DROP INDEX IF EXISTS {index};
+                 CREATE INDEX {index} ON {table}
+                 USING hnsw (embedding vector_cosine_ops)
+                 WITH (m = {}, ef_construction = {});",
+                wanted.0, wanted.1
+            ))
+            .map_err(db(format!(
+                "shard {i}: building the vector index of {table}"
+            )))?;
         }
         let row = tx
             .query_one(
@@ -521,6 +523,7 @@ fn run(
             dated: Some(dated as u64),
             analysis: finder_index::ANALYSIS,
             languages: languages.clone(),
+            windows,
         };
         schema::write_meta(tx, i, n, &record)?;
     }
@@ -695,6 +698,10 @@ struct Rows {
     words: Vec<i32>,
     raw_words: Vec<i32>,
     embeddings: Vec<Option<Vec<f32>>>,
+    // finder_parts
+    part_fkeys: Vec<i64>,
+    parts: Vec<i32>,
+    part_embeddings: Vec<Vec<f32>>,
     // finder_postings
     p_fields: Vec<i16>,
     p_terms: Vec<String>,
@@ -718,7 +725,7 @@ fn write_batch(
     batch: Vec<(bool, SourceDoc)>,
     settings: &Settings,
     dim: Option<usize>,
-    embedder: Option<&dyn Embed>,
+    embedder: Option<(&dyn Embed, bool)>,
     analyzers: &mut Analyzers,
 ) -> Result<()> {
     if batch.is_empty() {
@@ -726,7 +733,7 @@ fn write_batch(
     }
     let stored: Vec<Vec<FragmentDoc>> = batch.iter().map(|(_, s)| stored_fragments(s)).collect();
     let vectors = match embedder {
-        Some(e) => embed_batch(e, &batch, &stored)?,
+        Some((e, windows)) => embed_batch(e, windows, &batch, &stored)?,
         None => batch
             .iter()
             .zip(&stored)
@@ -736,7 +743,7 @@ fn write_batch(
                 let mut v = dim.and(s.vector.clone());
                 fragments
                     .iter()
-                    .map(|f| v.take_if(|_| home == Some(f.ordinal)))
+                    .map(|f| v.take_if(|_| home == Some(f.ordinal)).into_iter().collect())
                     .collect()
             })
             .collect(),
@@ -784,7 +791,13 @@ fn write_batch(
             r.line_ends.push(e.line_end as i32);
             r.words.push(words.len as i32);
             r.raw_words.push(raw_len as i32);
-            r.embeddings.push(embedding);
+            let mut windows = embedding.into_iter();
+            r.embeddings.push(windows.next());
+            for (part, vector) in (1..).zip(windows) {
+                r.part_fkeys.push(fkey);
+                r.parts.push(part);
+                r.part_embeddings.push(vector);
+            }
             for (field, t) in [(WORDS, Some(words)), (WHOLE_WORDS, raw)] {
                 let Some(t) = t else { continue };
                 for (term, tf) in t.counts {
@@ -818,12 +831,14 @@ fn write_batch(
     })
 }
 
-/// The vectors of a batch's fragments from the model, in batches of the model's size.
+/// The vectors of a batch's fragments from the model, per fragment its first window's and,
+/// with `windows`, every later window's.
 fn embed_batch(
     embedder: &dyn Embed,
+    windows: bool,
     batch: &[(bool, SourceDoc)],
     stored: &[Vec<FragmentDoc>],
-) -> Result<Vec<Vec<Option<Vec<f32>>>>> {
+) -> Result<Vec<Vec<Vec<Vec<f32>>>>> {
     let mut texts = Vec::new();
     for ((_, source), fragments) in batch.iter().zip(stored) {
         for f in fragments.iter().filter(|f| !f.text.trim().is_empty()) {
@@ -834,10 +849,14 @@ fn embed_batch(
         }
     }
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let mut vectors = embedder
-        .embed(&refs)
-        .map_err(|reason| PgError::Config(format!("embedding fragments: {reason}")))?
-        .into_iter();
+    let failed = |reason: String| PgError::Config(format!("embedding fragments: {reason}"));
+    let mut vectors = if windows {
+        embedder.embed_windows(&refs).map_err(failed)?
+    } else {
+        let firsts = embedder.embed(&refs).map_err(failed)?;
+        firsts.into_iter().map(|v| vec![v]).collect()
+    }
+    .into_iter();
     Ok(stored
         .iter()
         .map(|fragments| {
@@ -847,6 +866,7 @@ fn embed_batch(
                     (!f.text.trim().is_empty())
                         .then(|| vectors.next())
                         .flatten()
+                        .unwrap_or_default()
                 })
                 .collect()
         })
@@ -919,6 +939,17 @@ fn write_rows(tx: &mut Transaction<'_>, shard: usize, r: &Rows, df: &mut TermCou
             .map_err(db(place("fragments")))?;
     }
     fragments.finish().map_err(db(place("fragments")))?;
+    if !r.part_fkeys.is_empty() {
+        let mut parts = copy_in(tx, "finder_parts", "fkey, part, embedding")
+            .map_err(db(place("later windows")))?;
+        for i in 0..r.part_fkeys.len() {
+            let embedding = Vector(&r.part_embeddings[i]);
+            parts
+                .write(&[&r.part_fkeys[i], &r.parts[i], &embedding])
+                .map_err(db(place("later windows")))?;
+        }
+        parts.finish().map_err(db(place("later windows")))?;
+    }
     let mut postings = copy_in(tx, "finder_postings", "field, term, fkey, tf, norm")
         .map_err(db(place("postings")))?;
     for i in 0..r.p_fkeys.len() {

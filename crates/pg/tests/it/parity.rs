@@ -357,15 +357,6 @@ fn vectors_embedded_at_ingest_match_the_embedded_engine() {
         .unwrap();
     assert_eq!(read, 42, "progress counts every source read");
     assert_eq!(run.sources, 41);
-    // Every window of a passage is the embedded index's alone so far: such a run is refused
-    // before it writes anything, and says which setting to change.
-    let mut windows = settings.clone();
-    windows.embed.windows = true;
-    let refused =
-        finder_pg::index_inputs_with(&config, &inputs, &windows, Some(&WordHashes), &mut |_| {})
-            .unwrap_err()
-            .to_string();
-    assert!(refused.contains("embed.windows"), "{refused}");
     let mut embedded = Finder::open(&index, settings.clone()).unwrap();
     embedded.attach_embedder(Ok(Some(Arc::new(WordHashes))));
     let mut pg = PgFinder::open(&config, settings.clone()).unwrap();
@@ -403,6 +394,158 @@ fn vectors_embedded_at_ingest_match_the_embedded_engine() {
         finder_pg::index_inputs_with(&config, &inputs, &settings, Some(&Other), &mut |_| {})
             .unwrap();
     assert!(again.rebuilt);
+}
+
+/// A stand-in model that reads a window of [`WINDOW_WORDS`] words: a longer text is embedded
+/// window by window ([`WordHashes`] of each), its first window being what `embed` gives.
+struct Windowed;
+
+const WINDOW_WORDS: usize = 12;
+
+impl Windowed {
+    fn windows(text: &str) -> Vec<String> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        if words.is_empty() {
+            return vec![String::new()];
+        }
+        words.chunks(WINDOW_WORDS).map(|w| w.join(" ")).collect()
+    }
+}
+
+impl Embed for Windowed {
+    fn model_id(&self) -> &str {
+        "test/windowed"
+    }
+
+    fn dim(&self) -> usize {
+        16
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        let firsts: Vec<String> = texts
+            .iter()
+            .map(|t| Windowed::windows(t).remove(0))
+            .collect();
+        WordHashes.embed(&firsts.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    fn embed_windows(&self, texts: &[&str]) -> Result<Vec<Vec<Vec<f32>>>, String> {
+        texts
+            .iter()
+            .map(|t| {
+                let windows = Windowed::windows(t);
+                WordHashes.embed(&windows.iter().map(String::as_str).collect::<Vec<_>>())
+            })
+            .collect()
+    }
+
+    fn reads_in_windows(&self) -> bool {
+        true
+    }
+}
+
+/// With `embed.windows`, every window of a long passage has its vector in the shards too,
+/// and a fragment scores as in the embedded index: its first window plus `window_weight` of
+/// what its best window adds. A passage matched only past its first window is found; over an
+/// HNSW walk (a shard past the exact-scan size) as over the scan. Turning windows off
+/// rebuilds, as another model would.
+#[test]
+fn every_window_of_a_passage_scores_as_in_the_embedded_engine() {
+    let Some(server) = support::server("embedding every window") else {
+        return;
+    };
+    let db = server.database("windows");
+    let tmp = tempfile::tempdir().unwrap();
+    let notes = support::write_notes(tmp.path(), 40, 23);
+    // A passage whose only mention of the query's words is in its third window.
+    let late = tmp.path().join("late.jsonl");
+    // Eight words three times: the third window holds the three words alone.
+    let filler = "plain words about nothing in particular here now ".repeat(3);
+    std::fs::write(
+        &late,
+        format!(
+            "{{\"id\": \"late\", \"title\": \"Notes\", \"text\": \"{filler} zebra quagga okapi\"}}\n"
+        ),
+    )
+    .unwrap();
+    let mut settings = support::settings();
+    settings.embed.backend = finder_core::EmbedBackend::Minilm;
+    settings.embed.dim = 16;
+    settings.embed.windows = true;
+    let config = PgConfig::single(&db.url);
+    let index = tmp.path().join("index");
+    let inputs = vec![notes, late];
+    finder_index::index_inputs(&index, &inputs, &settings, &mut |_| {}).unwrap();
+    finder_index::build_vectors(&index, &settings, &Windowed, &mut |_| {}).unwrap();
+    finder_pg::index_inputs_with(&config, &inputs, &settings, Some(&Windowed), &mut |_| {})
+        .unwrap();
+    let mut client = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+    let parts: i64 = client
+        .query_one("SELECT count(*) FROM finder_parts", &[])
+        .unwrap()
+        .get(0);
+    assert!(parts > 0, "no later windows stored");
+
+    let mut embedded = Finder::open(&index, settings.clone()).unwrap();
+    embedded.attach_embedder(Ok(Some(Arc::new(Windowed))));
+    let mut pg = PgFinder::open(&config, settings.clone()).unwrap();
+    pg.attach_embedder(Ok(Some(Arc::new(Windowed))));
+    let mut dense = settings.clone();
+    dense.lexical.enabled = false;
+    let mut queries: Vec<String> = support::queries(20, 5)
+        .into_iter()
+        .map(|(q, _)| q)
+        .collect();
+    queries.push("zebra quagga okapi".into());
+    let same = |pg: &PgFinder, weight: f32| {
+        let mut dense = dense.clone();
+        dense.vector.window_weight = weight;
+        for q in &queries {
+            let a = embedded.search(q, &dense, 0, 10).unwrap();
+            let b = pg.search(q, &dense, 0, 10).unwrap();
+            assert_eq!(ids(&a), ids(&b), "dense `{q}` at weight {weight}");
+            let pg_scores = channel_scores(&b, Channel::Vector);
+            for (id, s) in channel_scores(&a, Channel::Vector) {
+                let t = pg_scores.iter().find(|(i, _)| *i == id).unwrap().1;
+                assert!((s - t).abs() < 1e-4, "`{q}`: cosine of `{id}` {s} vs {t}");
+            }
+        }
+    };
+    same(&pg, 0.5);
+    same(&pg, 1.0);
+    let mut whole = dense.clone();
+    whole.vector.window_weight = 1.0;
+    let found = pg.search("zebra quagga okapi", &whole, 0, 3).unwrap();
+    assert_eq!(ids(&found)[0], "late");
+    // Its first window (the title and filler) is far from the query; its last is near.
+    let mut first_only = dense.clone();
+    first_only.vector.window_weight = 0.0;
+    let first = pg.search("zebra quagga okapi", &first_only, 0, 50).unwrap();
+    let first = channel_scores(&first, Channel::Vector);
+    let first = first
+        .iter()
+        .find(|(id, _)| id == "late")
+        .map_or(0.0, |s| s.1);
+    assert!(
+        channel_scores(&found, Channel::Vector)[0].1 > first + 0.5,
+        "{found:?}"
+    );
+
+    // The same lists over each shard's HNSW indexes instead of the exact scan.
+    pg.walk_vectors_always();
+    same(&pg, 0.5);
+
+    let mut firsts = settings.clone();
+    firsts.embed.windows = false;
+    let again =
+        finder_pg::index_inputs_with(&config, &inputs, &firsts, Some(&Windowed), &mut |_| {})
+            .unwrap();
+    assert!(again.rebuilt, "windows off is another index");
+    let parts: i64 = client
+        .query_one("SELECT count(*) FROM finder_parts", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(parts, 0);
 }
 
 /// Two records indexed into `db` without vectors: the corpus of the word-analysis tests.
