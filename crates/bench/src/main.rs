@@ -86,8 +86,10 @@ enum Command {
         #[arg(long)]
         keep: bool,
         /// Query the index an earlier `run --index DIR` built in DIR instead of indexing
-        /// (the index figures are then not measured): for profiling queries.
-        #[arg(long, requires = "index", conflicts_with = "pg")]
+        /// (the index figures are then not measured): for profiling queries. With `--pg`,
+        /// the URLs name the databases an earlier `run --pg URL,... --keep` left (its notes
+        /// list them).
+        #[arg(long, conflicts_with = "keep")]
         reuse: bool,
         #[arg(long, default_value = "lexical,dense,hybrid")]
         modes: String,
@@ -222,6 +224,9 @@ fn main_inner() -> Result<()> {
             pg,
             set,
         } => {
+            if reuse && index.is_none() && pg.is_empty() {
+                anyhow::bail!("--reuse needs --index DIR, or --pg with the kept databases' URLs");
+            }
             let options = run::RunOptions {
                 data,
                 index,

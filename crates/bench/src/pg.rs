@@ -54,6 +54,13 @@ pub fn run_pg(options: &RunOptions, urls: &[String]) -> Result<Value> {
         tls_ca: None,
     };
     for (i, url) in urls.iter().enumerate() {
+        if options.reuse {
+            config.shards.push(ShardUrls {
+                write: url.clone(),
+                read: Vec::new(),
+            });
+            continue;
+        }
         let name = format!("finder_bench_{}_{i}", std::process::id());
         let mut admin =
             Client::connect(url, NoTls).with_context(|| format!("connecting to {url}"))?;
@@ -68,43 +75,13 @@ pub fn run_pg(options: &RunOptions, urls: &[String]) -> Result<Value> {
         });
     }
 
-    let scratch = tempfile::Builder::new()
-        .prefix("finder-bench-pg-")
-        .tempdir()
-        .context("creating a temporary folder")?;
-    let records = scratch.path().join("records.jsonl");
-    let (docs, _) = write_records(&dataset, &records)?;
-
     let settings = crate::run::bench_settings(options, meta.dim)?;
-    let started = Instant::now();
-    let mut ticker = Ticker::new(options.progress);
-    let report = finder_pg::index_inputs_with(
-        &config,
-        std::slice::from_ref(&records),
-        &settings,
-        None,
-        &mut |done| {
-            ticker.tick(|| {
-                let rate = done as f64 / started.elapsed().as_secs_f64();
-                format!("{system}: indexed {done}/{docs} sources ({rate:.0}/s)")
-            })
-        },
-    )
-    .context("indexing into PostgreSQL")?;
-    let index_s = started.elapsed().as_secs_f64();
-    ticker.done();
-    drop(scratch);
-    notes.push(
-        "PostgreSQL writes terms and vectors in one run: index_lexical_s is the whole build".into(),
-    );
-    let fragments = report.fragments as usize;
-    crate::run::ingest_notes(
-        &report.problems,
-        meta.docs,
-        report.sources,
-        report.fragments,
-        &mut notes,
-    );
+    let (index_s, fragments) = if options.reuse {
+        notes.push("databases reused (index figures not measured)".into());
+        (0.0, 0)
+    } else {
+        index(&dataset, &config, &settings, options, &system, &mut notes)?
+    };
     let mut index_bytes = 0i64;
     for shard in &config.shards {
         let mut client = Client::connect(&shard.write, NoTls)?;
@@ -159,4 +136,53 @@ pub fn run_pg(options: &RunOptions, urls: &[String]) -> Result<Value> {
         "lists": lists,
         "notes": notes,
     }))
+}
+
+/// Indexes the dataset into the fresh databases of `config`: the seconds it took and the
+/// fragments written.
+fn index(
+    dataset: &Dataset,
+    config: &PgConfig,
+    settings: &finder_core::Settings,
+    options: &RunOptions,
+    system: &str,
+    notes: &mut Vec<String>,
+) -> Result<(f64, usize)> {
+    let meta = &dataset.meta;
+    let scratch = tempfile::Builder::new()
+        .prefix("finder-bench-pg-")
+        .tempdir()
+        .context("creating a temporary folder")?;
+    let records = scratch.path().join("records.jsonl");
+    let (docs, _) = write_records(dataset, &records)?;
+    let started = Instant::now();
+    let mut ticker = Ticker::new(options.progress);
+    let report = finder_pg::index_inputs_with(
+        config,
+        std::slice::from_ref(&records),
+        settings,
+        None,
+        &mut |done| {
+            ticker.tick(|| {
+                let rate = done as f64 / started.elapsed().as_secs_f64();
+                format!("{system}: indexed {done}/{docs} sources ({rate:.0}/s)")
+            })
+        },
+    )
+    .context("indexing into PostgreSQL")?;
+    let index_s = started.elapsed().as_secs_f64();
+    ticker.done();
+    drop(scratch);
+    notes.push(
+        "PostgreSQL writes terms and vectors in one run: index_lexical_s is the whole build".into(),
+    );
+    let fragments = report.fragments as usize;
+    crate::run::ingest_notes(
+        &report.problems,
+        meta.docs,
+        report.sources,
+        report.fragments,
+        notes,
+    );
+    Ok((index_s, fragments))
 }
