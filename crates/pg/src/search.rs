@@ -249,15 +249,23 @@ pub(crate) fn nearest(
             ),
             &[&vector, &window],
         ),
+        // pgvector caps ef_search at 1000: a wider beam is asked of the iterative scan as
+        // rows (it walks on until it has returned that many), of which the exact cosine
+        // keeps the best `window`.
         (false, false) => client.query(
-            "SELECT n.fkey, n.sim, n.skey, n.ordinal, s.entity FROM (
-                 SELECT fkey, skey, ordinal,
-                        (1 - (embedding <=> $1::text::vector))::float4 AS sim
-                 FROM finder_fragments WHERE embedding IS NOT NULL
-                 ORDER BY embedding <=> $1::text::vector
-                 LIMIT $2) n
-             JOIN finder_sources s ON s.skey = n.skey",
-            &[&vector, &window],
+            &format!(
+                "SELECT n.fkey, n.sim, n.skey, n.ordinal, s.entity FROM (
+                     SELECT fkey, skey, ordinal, sim FROM (
+                         SELECT fkey, skey, ordinal,
+                                (1 - (embedding <=> $1::text::vector))::float4 AS sim
+                         FROM finder_fragments WHERE embedding IS NOT NULL
+                         ORDER BY embedding <=> $1::text::vector
+                         LIMIT $3) w
+                     ORDER BY sim DESC, {KEY_ORDER}
+                     LIMIT $2) n
+                 JOIN finder_sources s ON s.skey = n.skey"
+            ),
+            &[&vector, &window, &(ef_search.max(window as usize) as i64)],
         ),
         (exact, true) => {
             let candidates = if exact {

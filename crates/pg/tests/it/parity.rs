@@ -363,14 +363,20 @@ fn vectors_embedded_at_ingest_match_the_embedded_engine() {
     pg.attach_embedder(Ok(Some(Arc::new(WordHashes))));
     let mut dense = settings.clone();
     dense.lexical.enabled = false;
-    for (q, _) in support::queries(20, 9) {
-        let a = embedded.search(&q, &dense, 0, 10).unwrap();
-        let b = pg.search(&q, &dense, 0, 10).unwrap();
-        assert_eq!(ids(&a), ids(&b), "dense `{q}`");
-        let pg_scores = channel_scores(&b, Channel::Vector);
-        for (id, s) in channel_scores(&a, Channel::Vector) {
-            if let Some((_, t)) = pg_scores.iter().find(|(i, _)| *i == id) {
-                assert!((s - t).abs() < 1e-4, "`{q}`: cosine of `{id}` {s} vs {t}");
+    // Over the exact scan, then over each shard's HNSW index (its beam past the window).
+    for walk in [false, true] {
+        if walk {
+            pg.walk_vectors_always();
+        }
+        for (q, _) in support::queries(20, 9) {
+            let a = embedded.search(&q, &dense, 0, 10).unwrap();
+            let b = pg.search(&q, &dense, 0, 10).unwrap();
+            assert_eq!(ids(&a), ids(&b), "dense `{q}`, walk {walk}");
+            let pg_scores = channel_scores(&b, Channel::Vector);
+            for (id, s) in channel_scores(&a, Channel::Vector) {
+                if let Some((_, t)) = pg_scores.iter().find(|(i, _)| *i == id) {
+                    assert!((s - t).abs() < 1e-4, "`{q}`: cosine of `{id}` {s} vs {t}");
+                }
             }
         }
     }
