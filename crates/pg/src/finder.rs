@@ -111,11 +111,9 @@ impl PgFinder {
         })
     }
 
-    /// Attaches the query-side embedding model: `Ok(None)` when the semantic layer is off,
-    /// `Err(reason)` when it is unavailable.
     /// Has every shard answer the vector list by its HNSW indexes, however few fragments it
-    /// holds, as a shard past [`search::EXACT_SCAN_MAX`] does: for tests of the walk on a
-    /// small corpus.
+    /// holds, as a shard past the exact scan's size does: for tests of the walk on a small
+    /// corpus.
     #[cfg(feature = "testing")]
     pub fn walk_vectors_always(&mut self) {
         for rows in &mut self.rows {
@@ -123,6 +121,8 @@ impl PgFinder {
         }
     }
 
+    /// Attaches the query-side embedding model: `Ok(None)` when the semantic layer is off,
+    /// `Err(reason)` when it is unavailable.
     pub fn attach_embedder(
         &mut self,
         embedder: std::result::Result<Option<Arc<dyn Embed>>, String>,
@@ -872,7 +872,9 @@ fn nearest_lists(
             window,
             beam,
             exact,
-            windows.then_some(settings.window_weight),
+            windows
+                .then_some(settings.window_weight)
+                .filter(|w| *w > 0.0),
         )?;
         found.retain(|f| 1.0 - f.score <= settings.max_vector_distance);
         Ok(found)

@@ -235,6 +235,10 @@ pub(crate) fn nearest(
             .map_err(db(format!("shard {shard}: setting up the vector search")))?;
     }
     let (window, weight) = (window as i64, f64::from(window_weight.unwrap_or(0.0)));
+    // pgvector caps ef_search at 1000: a wider beam is asked of the iterative scan as rows
+    // (it walks on until it has returned that many), of which the exact cosine keeps the
+    // best `window`.
+    let beam = (ef_search as i64).max(window);
     let rows = match (exact, window_weight.is_some()) {
         // Ordered by the similarity, which the HNSW index cannot serve: a scan.
         (true, false) => client.query(
@@ -249,9 +253,6 @@ pub(crate) fn nearest(
             ),
             &[&vector, &window],
         ),
-        // pgvector caps ef_search at 1000: a wider beam is asked of the iterative scan as
-        // rows (it walks on until it has returned that many), of which the exact cosine
-        // keeps the best `window`.
         (false, false) => client.query(
             &format!(
                 "SELECT n.fkey, n.sim, n.skey, n.ordinal, s.entity FROM (
@@ -265,37 +266,49 @@ pub(crate) fn nearest(
                      LIMIT $2) n
                  JOIN finder_sources s ON s.skey = n.skey"
             ),
-            &[&vector, &window, &(ef_search.max(window as usize) as i64)],
+            &[&vector, &window, &beam],
         ),
-        (exact, true) => {
-            let candidates = if exact {
-                "f.embedding IS NOT NULL"
-            } else {
-                "f.fkey IN (
-                     (SELECT fkey FROM finder_fragments WHERE embedding IS NOT NULL
-                      ORDER BY embedding <=> $1::text::vector LIMIT $2)
-                     UNION
-                     (SELECT fkey FROM finder_parts
-                      ORDER BY embedding <=> $1::text::vector LIMIT $2))"
-            };
-            client.query(
-                &format!(
-                    "SELECT n.fkey, n.sim, n.skey, n.ordinal, s.entity FROM (
-                         SELECT fkey, skey, ordinal,
-                                (first + $3 * (greatest(first, best) - first))::float4 AS sim
-                         FROM (SELECT f.fkey, f.skey, f.ordinal,
-                                      1 - (f.embedding <=> $1::text::vector) AS first,
-                                      (SELECT max(1 - (p.embedding <=> $1::text::vector))
-                                       FROM finder_parts p WHERE p.fkey = f.fkey) AS best
-                               FROM finder_fragments f
-                               WHERE {candidates}) w
-                         ORDER BY sim DESC, {KEY_ORDER}
-                         LIMIT $2) n
-                     JOIN finder_sources s ON s.skey = n.skey"
-                ),
-                &[&vector, &window, &weight],
-            )
-        }
+        // Every fragment, each with its best later window, found by one grouped scan.
+        (true, true) => client.query(
+            &format!(
+                "SELECT n.fkey, n.sim, n.skey, n.ordinal, s.entity FROM (
+                     SELECT fkey, f.skey, f.ordinal,
+                            (f.first + $3 * (greatest(f.first, b.best) - f.first))::float4 AS sim
+                     FROM (SELECT fkey, skey, ordinal,
+                                  1 - (embedding <=> $1::text::vector) AS first
+                           FROM finder_fragments WHERE embedding IS NOT NULL) f
+                     LEFT JOIN (SELECT fkey, max(1 - (embedding <=> $1::text::vector)) AS best
+                                FROM finder_parts GROUP BY fkey) b USING (fkey)
+                     ORDER BY sim DESC, {KEY_ORDER}
+                     LIMIT $2) n
+                 JOIN finder_sources s ON s.skey = n.skey"
+            ),
+            &[&vector, &window, &weight],
+        ),
+        // The beam's nearest first windows and nearest later windows, each of their fragments
+        // scored over all its windows (a few per candidate, by the primary key).
+        (false, true) => client.query(
+            &format!(
+                "SELECT n.fkey, n.sim, n.skey, n.ordinal, s.entity FROM (
+                     SELECT fkey, skey, ordinal,
+                            (first + $3 * (greatest(first, best) - first))::float4 AS sim
+                     FROM (SELECT f.fkey, f.skey, f.ordinal,
+                                  1 - (f.embedding <=> $1::text::vector) AS first,
+                                  (SELECT max(1 - (p.embedding <=> $1::text::vector))
+                                   FROM finder_parts p WHERE p.fkey = f.fkey) AS best
+                           FROM finder_fragments f
+                           WHERE f.embedding IS NOT NULL AND f.fkey IN (
+                               (SELECT fkey FROM finder_fragments WHERE embedding IS NOT NULL
+                                ORDER BY embedding <=> $1::text::vector LIMIT $4)
+                               UNION
+                               (SELECT fkey FROM finder_parts
+                                ORDER BY embedding <=> $1::text::vector LIMIT $4))) w
+                     ORDER BY sim DESC, {KEY_ORDER}
+                     LIMIT $2) n
+                 JOIN finder_sources s ON s.skey = n.skey"
+            ),
+            &[&vector, &window, &weight, &beam],
+        ),
     }
     .map_err(db(format!("shard {shard}: searching vectors")))?;
     Ok(rows.into_iter().map(|row| found(&row, shard)).collect())

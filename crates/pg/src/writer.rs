@@ -473,7 +473,7 @@ fn run(
         if changed || bulk[i] {
             // Fresh statistics, or the planner may scan every vector instead of the index.
             tx.batch_execute(
-                "ANALYZE finder_sources, finder_fragments, finder_postings, finder_terms",
+                "ANALYZE finder_sources, finder_fragments, finder_parts, finder_postings, finder_terms",
             )
             .map_err(db(format!("shard {i}: updating the planner's statistics")))?;
         }
@@ -547,9 +547,9 @@ fn run(
         if !(bulk[i] || large) {
             continue;
         }
-        if let Err(e) = client
-            .batch_execute("VACUUM finder_sources, finder_fragments, finder_postings, finder_terms")
-        {
+        if let Err(e) = client.batch_execute(
+            "VACUUM finder_sources, finder_fragments, finder_parts, finder_postings, finder_terms",
+        ) {
             report.problems.push(Problem {
                 place: format!("shard {i}"),
                 reason: format!(

@@ -363,10 +363,15 @@ fn vectors_embedded_at_ingest_match_the_embedded_engine() {
     pg.attach_embedder(Ok(Some(Arc::new(WordHashes))));
     let mut dense = settings.clone();
     dense.lexical.enabled = false;
-    // Over the exact scan, then over each shard's HNSW index (its beam past the window).
+    // Over the exact scan, then over each shard's HNSW index, its beam wider than the
+    // window (the rows asked of the walk, of which the exact cosine keeps the window).
     for walk in [false, true] {
         if walk {
+            prefer_indexes(&db.url);
+            pg = PgFinder::open(&config, settings.clone()).unwrap();
+            pg.attach_embedder(Ok(Some(Arc::new(WordHashes))));
             pg.walk_vectors_always();
+            dense.vector.ef_search = 2 * dense.vector.vec_list_size;
         }
         for (q, _) in support::queries(20, 9) {
             let a = embedded.search(&q, &dense, 0, 10).unwrap();
@@ -400,6 +405,18 @@ fn vectors_embedded_at_ingest_match_the_embedded_engine() {
         finder_pg::index_inputs_with(&config, &inputs, &settings, Some(&Other), &mut |_| {})
             .unwrap();
     assert!(again.rebuilt);
+}
+
+/// Has the database's new connections use its indexes wherever they can: tables of a few
+/// dozen rows would otherwise be scanned whole, and the HNSW walk would go untested.
+fn prefer_indexes(url: &str) {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    client
+        .batch_execute(
+            "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET enable_seqscan = off', \
+             current_database()); END $$",
+        )
+        .unwrap();
 }
 
 /// A stand-in model that reads a window of [`WINDOW_WORDS`] words: a longer text is embedded
@@ -538,8 +555,17 @@ fn every_window_of_a_passage_scores_as_in_the_embedded_engine() {
     );
 
     // The same lists over each shard's HNSW indexes instead of the exact scan.
+    prefer_indexes(&db.url);
+    let mut pg = PgFinder::open(&config, settings.clone()).unwrap();
+    pg.attach_embedder(Ok(Some(Arc::new(Windowed))));
     pg.walk_vectors_always();
     same(&pg, 0.5);
+    same(&pg, 1.0);
+    // A list of 10 (a window of 15 rows per index): found by the later windows' walk.
+    let mut narrow = whole.clone();
+    narrow.vector.vec_list_size = 10;
+    let found = pg.search("zebra quagga okapi", &narrow, 0, 3).unwrap();
+    assert_eq!(ids(&found)[0], "late");
 
     let mut firsts = settings.clone();
     firsts.embed.windows = false;
