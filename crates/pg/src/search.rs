@@ -7,6 +7,8 @@
 //! `w · (k1+1) · tf / (tf + k1 · (1 − b + b · norm / avgdl))` over its postings. With global
 //! statistics a fragment scores the same on any shard, so per-shard lists merge by score.
 
+use postgres::types::ToSql;
+
 use crate::cluster::Conn;
 use finder_core::FragmentKey;
 
@@ -239,78 +241,73 @@ pub(crate) fn nearest(
     // (it walks on until it has returned that many), of which the exact cosine keeps the
     // best `window`.
     let beam = (ef_search as i64).max(window);
-    let rows = match (exact, window_weight.is_some()) {
-        // Ordered by the similarity, which the HNSW index cannot serve: a scan.
-        (true, false) => client.query(
+    const SIM: &str = "(1 - (embedding <=> $1::text::vector))";
+    // With later windows: the first window's similarity plus `$3` of what the best adds.
+    const FOLDED: &str = "(first + $3 * (greatest(first, best) - first))::float4";
+    // Each arm scores its candidates `(fkey, skey, ordinal, sim)`; the best `window` of them
+    // are kept by exact similarity below.
+    let (scored, params): (String, Vec<&(dyn ToSql + Sync)>) =
+        match (exact, window_weight.is_some()) {
+            // Ordered by the similarity, which the HNSW index cannot serve: a scan.
+            (true, false) => (
+                format!(
+                    "SELECT fkey, skey, ordinal, {SIM}::float4 AS sim
+                 FROM finder_fragments WHERE embedding IS NOT NULL"
+                ),
+                vec![&vector, &window],
+            ),
+            (false, false) => (
+                format!(
+                    "SELECT fkey, skey, ordinal, {SIM}::float4 AS sim
+                 FROM finder_fragments WHERE embedding IS NOT NULL
+                 ORDER BY embedding <=> $1::text::vector
+                 LIMIT $3"
+                ),
+                vec![&vector, &window, &beam],
+            ),
+            // Every fragment, each with its best later window, found by one grouped scan.
+            (true, true) => (
+                format!(
+                    "SELECT fkey, skey, ordinal, {FOLDED} AS sim
+                 FROM (SELECT fkey, skey, ordinal, {SIM} AS first
+                       FROM finder_fragments WHERE embedding IS NOT NULL) f
+                 LEFT JOIN (SELECT fkey, max({SIM}) AS best
+                            FROM finder_parts GROUP BY fkey) b USING (fkey)"
+                ),
+                vec![&vector, &window, &weight],
+            ),
+            // The beam's nearest first windows and nearest later windows, each of their fragments
+            // scored over all its windows (a few per candidate, by the primary key).
+            (false, true) => (
+                format!(
+                    "SELECT fkey, skey, ordinal, {FOLDED} AS sim
+                 FROM (SELECT f.fkey, f.skey, f.ordinal,
+                              1 - (f.embedding <=> $1::text::vector) AS first,
+                              (SELECT max(1 - (p.embedding <=> $1::text::vector))
+                               FROM finder_parts p WHERE p.fkey = f.fkey) AS best
+                       FROM finder_fragments f
+                       WHERE f.embedding IS NOT NULL AND f.fkey IN (
+                           (SELECT fkey FROM finder_fragments WHERE embedding IS NOT NULL
+                            ORDER BY embedding <=> $1::text::vector LIMIT $4)
+                           UNION
+                           (SELECT fkey FROM finder_parts
+                            ORDER BY embedding <=> $1::text::vector LIMIT $4))) w"
+                ),
+                vec![&vector, &window, &weight, &beam],
+            ),
+        };
+    let rows = client
+        .query(
             &format!(
                 "SELECT n.fkey, n.sim, n.skey, n.ordinal, s.entity FROM (
-                     SELECT fkey, skey, ordinal,
-                            (1 - (embedding <=> $1::text::vector))::float4 AS sim
-                     FROM finder_fragments WHERE embedding IS NOT NULL
+                     SELECT fkey, skey, ordinal, sim FROM ({scored}) c
                      ORDER BY sim DESC, {KEY_ORDER}
                      LIMIT $2) n
                  JOIN finder_sources s ON s.skey = n.skey"
             ),
-            &[&vector, &window],
-        ),
-        (false, false) => client.query(
-            &format!(
-                "SELECT n.fkey, n.sim, n.skey, n.ordinal, s.entity FROM (
-                     SELECT fkey, skey, ordinal, sim FROM (
-                         SELECT fkey, skey, ordinal,
-                                (1 - (embedding <=> $1::text::vector))::float4 AS sim
-                         FROM finder_fragments WHERE embedding IS NOT NULL
-                         ORDER BY embedding <=> $1::text::vector
-                         LIMIT $3) w
-                     ORDER BY sim DESC, {KEY_ORDER}
-                     LIMIT $2) n
-                 JOIN finder_sources s ON s.skey = n.skey"
-            ),
-            &[&vector, &window, &beam],
-        ),
-        // Every fragment, each with its best later window, found by one grouped scan.
-        (true, true) => client.query(
-            &format!(
-                "SELECT n.fkey, n.sim, n.skey, n.ordinal, s.entity FROM (
-                     SELECT fkey, f.skey, f.ordinal,
-                            (f.first + $3 * (greatest(f.first, b.best) - f.first))::float4 AS sim
-                     FROM (SELECT fkey, skey, ordinal,
-                                  1 - (embedding <=> $1::text::vector) AS first
-                           FROM finder_fragments WHERE embedding IS NOT NULL) f
-                     LEFT JOIN (SELECT fkey, max(1 - (embedding <=> $1::text::vector)) AS best
-                                FROM finder_parts GROUP BY fkey) b USING (fkey)
-                     ORDER BY sim DESC, {KEY_ORDER}
-                     LIMIT $2) n
-                 JOIN finder_sources s ON s.skey = n.skey"
-            ),
-            &[&vector, &window, &weight],
-        ),
-        // The beam's nearest first windows and nearest later windows, each of their fragments
-        // scored over all its windows (a few per candidate, by the primary key).
-        (false, true) => client.query(
-            &format!(
-                "SELECT n.fkey, n.sim, n.skey, n.ordinal, s.entity FROM (
-                     SELECT fkey, skey, ordinal,
-                            (first + $3 * (greatest(first, best) - first))::float4 AS sim
-                     FROM (SELECT f.fkey, f.skey, f.ordinal,
-                                  1 - (f.embedding <=> $1::text::vector) AS first,
-                                  (SELECT max(1 - (p.embedding <=> $1::text::vector))
-                                   FROM finder_parts p WHERE p.fkey = f.fkey) AS best
-                           FROM finder_fragments f
-                           WHERE f.embedding IS NOT NULL AND f.fkey IN (
-                               (SELECT fkey FROM finder_fragments WHERE embedding IS NOT NULL
-                                ORDER BY embedding <=> $1::text::vector LIMIT $4)
-                               UNION
-                               (SELECT fkey FROM finder_parts
-                                ORDER BY embedding <=> $1::text::vector LIMIT $4))) w
-                     ORDER BY sim DESC, {KEY_ORDER}
-                     LIMIT $2) n
-                 JOIN finder_sources s ON s.skey = n.skey"
-            ),
-            &[&vector, &window, &weight, &beam],
-        ),
-    }
-    .map_err(db(format!("shard {shard}: searching vectors")))?;
+            &params,
+        )
+        .map_err(db(format!("shard {shard}: searching vectors")))?;
     Ok(rows.into_iter().map(|row| found(&row, shard)).collect())
 }
 
