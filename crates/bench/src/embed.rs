@@ -1,8 +1,9 @@
 //! BEIR folder → benchmark dataset, with all-MiniLM-L6-v2 vectors made by Finder's own model.
 //!
-//! Each document is embedded exactly as `finder_index::build_vectors` embeds a fragment: the
-//! source title (as Finder clipped it), a newline, and the fragment's text — the first fragment
-//! that is not blank — truncated by the model to `embed.max_tokens` word pieces. The corpus is
+//! Each document is embedded as `finder_index::build_vectors` embeds a fragment's first window
+//! (with `embed.windows` off, its only one): the source title (as Finder clipped it), a newline,
+//! and the fragment's text — the first fragment that is not blank — truncated by the model to
+//! `embed.max_tokens` word pieces. Every system is given this one vector per document. The corpus is
 //! read through Finder's own ingestion (`read_input`), so the title, fragments and skipped
 //! lines are Finder's; the raw line is read alongside to keep the original text for the other
 //! systems. A document Finder splits into several fragments gets its first fragment's vector

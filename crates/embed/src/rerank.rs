@@ -85,7 +85,7 @@ pub fn parse_scores(reply: &Value, n: usize) -> Result<Vec<f64>, String> {
 }
 
 /// Scores each document by the cosine of its vector and the query's under the embedding
-/// model: the full fragment text, where the vector channel only saw its first window.
+/// model, the document read as one input (as far as the model reads).
 pub struct EmbedReranker {
     embed: Arc<dyn Embed>,
 }

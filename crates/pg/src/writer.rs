@@ -159,7 +159,7 @@ fn run(
     let embedder = embedder.filter(|_| settings.embed.backend != EmbedBackend::Precomputed);
     // Every window of a long passage gets its vector, the later ones in `finder_parts`, as
     // the embedded index does with `embed.windows`.
-    let windows = settings.embed.windows && embedder.is_some_and(|e| e.reads_in_windows());
+    let mut windows = settings.embed.windows && embedder.is_some_and(|e| e.reads_in_windows());
     let n = config.shards.len();
     let tls = Tls::new(config.tls_ca.as_deref())?;
     let mut clients = Vec::with_capacity(n);
@@ -213,6 +213,13 @@ fn run(
         previous.push(schema::read_meta(tx, i, n)?);
     }
 
+    if documents.is_some() && embedder.is_some_and(|e| e.reads_in_windows()) {
+        // A document write embeds as the stored run did: switching `embed.windows` (or
+        // meeting its new default) embeds every passage again, the work of `finder index`.
+        if let Some(stored) = previous.iter().flatten().next() {
+            windows = stored.windows;
+        }
+    }
     let (dim, model) = match embedder {
         // Vectors of every window are another index than first windows only.
         Some(e) if windows => (Some(e.dim()), Some(format!("{}+windows", e.model_id()))),

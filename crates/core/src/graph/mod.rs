@@ -18,7 +18,9 @@ pub use boost::{
 };
 pub use kind::{KindWeights, RelationKind, KIND_COUNT};
 pub use scratch::BoostScratch;
-pub use settings::{GraphSettings, LinkOrder, DEFAULT_BOOST_SEEDS, DEFAULT_FAN_OUT};
+pub use settings::{
+    GraphSettings, LinkOrder, DEFAULT_BOOST_SEEDS, DEFAULT_FAN_OUT, DEFAULT_MAX_ALIAS_DF,
+};
 pub use stage::{
     apply_boost, community_list, entity_list, named_allowed, neighbour_list, BoostReport,
     GraphAccess,

@@ -10,6 +10,11 @@ use super::kind::{KindWeights, RelationKind};
 pub const DEFAULT_BOOST_SEEDS: usize = 20;
 /// Neighbours taken per seed by the neighbours channel.
 pub const DEFAULT_FAN_OUT: usize = 5;
+/// Largest share of fragments a name may be found in and still link. A name that a
+/// five-hundredth of the passages mention is a topic word ("Anxiety", "T-cell activation"), not
+/// a name; its mentions drew general passages into SciFact's and the vaults' results
+/// (docs/perf/alias-frequency.md).
+pub const DEFAULT_MAX_ALIAS_DF: f64 = 0.002;
 
 /// Half-life of the events channel's decay, in days.
 pub const DEFAULT_EVENT_HALF_LIFE_DAYS: f64 = 365.0;
@@ -81,7 +86,7 @@ impl Default for GraphSettings {
             mentions: true,
             link_titles: false,
             min_alias_chars: 4,
-            max_alias_df: 0.02,
+            max_alias_df: DEFAULT_MAX_ALIAS_DF,
             boost: true,
             damping: super::boost::DEFAULT_DAMPING,
             iterations: DEFAULT_ITERATIONS,

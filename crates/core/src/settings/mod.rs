@@ -117,7 +117,7 @@ impl Default for EmbedSettings {
             dim: DEFAULT_PRECOMPUTED_DIM,
             max_tokens: DEFAULT_EMBED_MAX_TOKENS,
             batch_size: DEFAULT_EMBED_BATCH_SIZE,
-            windows: false,
+            windows: true,
             http_url: String::new(),
             http_model: String::new(),
             http_api_key: String::new(),

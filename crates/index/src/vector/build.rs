@@ -172,6 +172,14 @@ fn build(
         model_id.clone()
     };
     let existing = log::read(&log_path, &log_id, dim).map_err(io_err(&log_path))?;
+    if existing.is_none() && std::fs::metadata(&log_path).is_ok_and(|m| m.len() > 0) {
+        tracing::warn!(
+            log = %log_path.display(),
+            vectors = %log_id,
+            "the vectors were made by another model, dimension or `embed.windows`: every \
+             fragment is embedded again"
+        );
+    }
     let (mut have, valid_len) = match existing {
         Some(c) => (c.vectors, Some(c.valid_len)),
         None => (HashMap::new(), None),

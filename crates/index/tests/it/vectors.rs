@@ -462,15 +462,11 @@ fn a_long_fragment_scores_as_its_best_window() {
         assert_eq!(ids(&updated, query), ids(&rebuilt, query), "{query}");
     }
     // Switched off, the windows go: one vector per fragment again.
-    let off = build_vectors(&dir, &small_batches(), &windows(), &mut |_| {}).unwrap();
+    let mut firsts = small_batches();
+    firsts.embed.windows = false;
+    let off = build_vectors(&dir, &firsts, &windows(), &mut |_| {}).unwrap();
     assert_eq!((off.embedded, off.total), (3, 3));
-    build_vectors(
-        &clean.index_dir(),
-        &small_batches(),
-        &windows(),
-        &mut |_| {},
-    )
-    .unwrap();
+    build_vectors(&clean.index_dir(), &firsts, &windows(), &mut |_| {}).unwrap();
     let updated = open_with(&fx, Arc::new(windows()));
     let rebuilt = open_with(&clean, Arc::new(windows()));
     for query in ["moraine crevasse", "filler1 filler2", "caldera"] {

@@ -569,6 +569,28 @@ fn every_window_of_a_passage_scores_as_in_the_embedded_engine() {
 
     let mut firsts = settings.clone();
     firsts.embed.windows = false;
+    // A document write keeps the stored run's windows: switching them is `finder index`'s work.
+    let record = format!(r#"{{"id": "api", "title": "Api", "text": "{filler} zebra okapi"}}"#);
+    let put = finder_pg::write_documents(
+        &config,
+        &[finder_pg::DocumentChange {
+            id: "api".into(),
+            record: Some(record),
+        }],
+        &firsts,
+        Some(&Windowed),
+    )
+    .unwrap();
+    assert!(!put.rebuilt && put.problems.is_empty(), "{put:?}");
+    let api_parts: i64 = client
+        .query_one(
+            "SELECT count(*) FROM finder_parts p JOIN finder_fragments f USING (fkey)
+             JOIN finder_sources s USING (skey) WHERE s.id = 'api'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(api_parts > 0, "the written document lost its later windows");
     let again =
         finder_pg::index_inputs_with(&config, &inputs, &firsts, Some(&Windowed), &mut |_| {})
             .unwrap();

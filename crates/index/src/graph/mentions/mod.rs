@@ -40,8 +40,7 @@ use table::*;
 pub const DEFAULT_MIN_ALIAS_CHARS: usize = 4;
 /// Longest alias matched, in characters after folding.
 pub const MAX_ALIAS_CHARS: usize = 200;
-/// Default largest share of fragments an alias may be found in before it is dropped.
-pub const DEFAULT_MAX_ALIAS_DF: f64 = 0.02;
+pub use finder_core::graph::DEFAULT_MAX_ALIAS_DF;
 /// Default number of fragments an alias may always be found in, however small the corpus.
 pub const DEFAULT_ALIAS_DF_FLOOR: u64 = 10;
 

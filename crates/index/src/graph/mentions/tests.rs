@@ -248,9 +248,14 @@ fn frequent_aliases_are_capped_and_explained() {
         (2, vec!["Time"]),
         (3, vec!["Filler"]),
     ];
+    // A cap of 2%: Paris, in 2 of 100 fragments, is at it; Time, in 4, is past it.
+    let capped = MentionConfig {
+        max_df: 0.02,
+        ..config()
+    };
     let m = MentionMatcher::build_with_corpus(
         entities.clone(),
-        &config(),
+        &capped,
         corpus.iter().map(String::as_str),
     )
     .unwrap();
