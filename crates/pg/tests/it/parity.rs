@@ -730,7 +730,7 @@ fn the_vector_index_is_built_again_when_its_parameters_change() {
     };
     let inputs = std::slice::from_ref(&records);
     finder_pg::index_inputs(&config, inputs, &settings).unwrap();
-    assert_eq!(options(), ["m=16", "ef_construction=64"]);
+    assert_eq!(options(), ["m=16", "ef_construction=200"]);
     // Nothing changed in the sources; the index is built again with the new parameters.
     (
         settings.storage.hnsw_m,
