@@ -288,6 +288,10 @@ pub(crate) const VECTOR_INDEXES: [(&str, &str); 2] = [
     ("finder_parts_embedding", "finder_parts"),
 ];
 
+/// pgvector's `m` and `ef_construction` for an HNSW index built without them.
+const PGVECTOR_M: u32 = 16;
+const PGVECTOR_EF_CONSTRUCTION: u32 = 64;
+
 /// The `(m, ef_construction)` the shard's HNSW index `index` was built with (pgvector's
 /// defaults when it was built without them); `None` when there is none.
 pub(crate) fn vector_index_params(
@@ -309,12 +313,10 @@ pub(crate) fn vector_index_params(
                 .find_map(|o| o.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
                 .unwrap_or(default)
         };
+        // pgvector's own defaults, not Finder's: an index built without options has these.
         (
-            value("m", finder_core::DEFAULT_PG_HNSW_M),
-            value(
-                "ef_construction",
-                finder_core::DEFAULT_PG_HNSW_EF_CONSTRUCTION,
-            ),
+            value("m", PGVECTOR_M),
+            value("ef_construction", PGVECTOR_EF_CONSTRUCTION),
         )
     }))
 }

@@ -152,8 +152,8 @@ pub struct StorageSettings {
 /// pgvector's own default `m` for its HNSW index.
 pub const DEFAULT_PG_HNSW_M: u32 = 16;
 /// The HNSW build's beam. pgvector's own 64 kept a million fragments' dense nDCG@10 0.045 below
-/// exact search, even walked with the default beam; 200 matches `m` 32 at a third of its build
-/// time (docs/SCALING.md, *Recall at a million*).
+/// exact search, even walked with the default beam; 200 matches `m` 32's recall at about half
+/// its build time (docs/BENCHMARKS.md, *1M synthetic fragments over 2 shards*).
 pub const DEFAULT_PG_HNSW_EF_CONSTRUCTION: u32 = 200;
 
 impl Default for StorageSettings {
