@@ -93,6 +93,10 @@ enum Command {
         reuse: bool,
         #[arg(long, default_value = "lexical,dense,hybrid")]
         modes: String,
+        /// Another run after the modes, `NAME:key=value,...` as `finder eval --run` takes it,
+        /// e.g. `dense-wide:lexical.enabled=false,vector.ef_search=4000` (repeatable).
+        #[arg(long = "run", value_name = "NAME:KEY=VALUE,...")]
+        runs: Vec<String>,
         #[arg(long)]
         queries_limit: Option<usize>,
         /// No progress lines.
@@ -219,6 +223,7 @@ fn main_inner() -> Result<()> {
             keep,
             reuse,
             modes,
+            runs,
             queries_limit,
             quiet,
             pg,
@@ -233,6 +238,7 @@ fn main_inner() -> Result<()> {
                 keep,
                 reuse,
                 modes,
+                runs,
                 queries_limit,
                 progress: !quiet,
                 set,

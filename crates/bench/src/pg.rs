@@ -41,7 +41,7 @@ pub fn run_pg(options: &RunOptions, urls: &[String]) -> Result<Value> {
     let meta = &dataset.meta;
     let shards = urls.len();
     let system = format!("finder-pg-{shards}shards");
-    let specs = finder_eval::presets(&options.modes).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let specs = crate::run::specs(options)?;
     let mut notes: Vec<String> = Vec::new();
 
     let mut dbs = Databases {
@@ -100,6 +100,22 @@ pub fn run_pg(options: &RunOptions, urls: &[String]) -> Result<Value> {
         .context("the precomputed backend is always available")?;
     let embedder: Arc<dyn finder_core::Embed> = Arc::new(embedder);
     finder.attach_embedder(Ok(Some(embedder)));
+    // As `finder serve` does with `storage.node_walk`: the node's own vector graphs, loaded
+    // and linked before the timed queries (their time is reported apart).
+    let mut node_s = 0.0;
+    if settings.storage.node_walk {
+        let started = std::time::Instant::now();
+        finder.walk_on_node(&finder_pg::NodeVectors::default());
+        let reports = finder.sync_node_vectors()?;
+        node_s = started.elapsed().as_secs_f64();
+        if !reports.is_empty() {
+            let vectors: usize = reports.iter().map(|r| r.vectors).sum();
+            notes.push(format!(
+                "the node's vector graphs: {vectors} vectors of {} shards read and linked in {node_s:.1} s before the queries",
+                reports.len()
+            ));
+        }
+    }
     let queries = load_queries(&dataset, options.queries_limit, &mut notes)?;
     let Modes {
         modes,
@@ -127,6 +143,7 @@ pub fn run_pg(options: &RunOptions, urls: &[String]) -> Result<Value> {
         "index_s": index_s,
         "index_lexical_s": index_s,
         "index_vector_s": 0.0,
+        "node_vectors_s": node_s,
         "index_bytes": index_bytes,
         "peak_rss_bytes": Value::Null,
         "self_rss_bytes": crate::run::self_peak_rss(),

@@ -33,11 +33,22 @@ pub struct RunOptions {
     pub reuse: bool,
     /// Comma-separated eval presets.
     pub modes: String,
+    /// More runs after the presets, each `name:key=value,...` (as `finder eval --run`).
+    pub runs: Vec<String>,
     pub queries_limit: Option<usize>,
     /// Progress lines on stderr.
     pub progress: bool,
     /// Settings overrides (`key=value`, e.g. `index.trigrams=false`) for the index and queries.
     pub set: Vec<String>,
+}
+
+/// The runs to time: the presets `options.modes` names, then `options.runs`.
+pub(crate) fn specs(options: &RunOptions) -> Result<Vec<finder_eval::RunSpec>> {
+    let mut specs = finder_eval::presets(&options.modes).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for run in &options.runs {
+        specs.push(finder_eval::RunSpec::parse(run).map_err(|e| anyhow::anyhow!("{e}"))?);
+    }
+    Ok(specs)
 }
 
 /// The benchmark's settings: defaults, the dataset's given vectors, then `options.set`.
@@ -74,7 +85,7 @@ pub fn run(options: &RunOptions) -> Result<Value> {
     let meta = &dataset.meta;
     let mut notes: Vec<String> = Vec::new();
     // Modes are checked before an hour of indexing, not after.
-    let specs = finder_eval::presets(&options.modes).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let specs = specs(options)?;
 
     let scratch = tempfile::Builder::new()
         .prefix("finder-bench-")

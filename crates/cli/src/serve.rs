@@ -11,6 +11,8 @@ use finder_server::{
     Spaces,
 };
 
+use finder_store::Store;
+
 use crate::{models, store};
 
 /// Spaces from `--index DIR` / `--index NAME=DIR` arguments, over an index folder or the
@@ -23,7 +25,17 @@ fn spaces(
 ) -> Result<Spaces> {
     let models = Arc::new(models::ModelCache::default());
     let for_writes = Arc::clone(&models);
-    let opener: Opener = Arc::new(move |dir, settings| store::open_cached(&models, dir, settings));
+    // The node's vector graphs outlive each reopen of a PostgreSQL space (`storage.node_walk`).
+    let node = finder_pg::NodeVectors::default();
+    let opener: Opener = Arc::new(move |dir, settings| {
+        let mut store = store::open_cached(&models, dir, settings)?;
+        if let Store::Postgres(pg) = &mut store {
+            if pg.settings().storage.node_walk {
+                pg.walk_on_node(&node);
+            }
+        }
+        Ok(store)
+    });
     let writes: Models = Arc::new(move |settings| for_writes.get(&settings.embed).ok().flatten());
     let mut list = Vec::new();
     for arg in args {

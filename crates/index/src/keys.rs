@@ -36,7 +36,7 @@ pub fn fragment_key(source_id: &str, ordinal: u32) -> FragmentKey {
 
 /// The vector-graph key of part `part` of a fragment's vectors (one part per window its model
 /// read): the fragment's own key for the first part, a key derived from it for the others.
-pub(crate) fn part_key(fragment: u64, part: usize) -> u64 {
+pub fn part_key(fragment: u64, part: usize) -> u64 {
     if part == 0 {
         return fragment;
     }

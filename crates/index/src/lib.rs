@@ -43,7 +43,7 @@ pub use engine::{
 };
 pub use error::{IndexError, Result};
 pub use ingest::{derive_summary, detect, fragment, read_input, read_record_lines, InputKind};
-pub use keys::{fragment_key, source_key};
+pub use keys::{fragment_key, part_key, source_key};
 pub use live::LiveProgress;
 pub use preview::preview;
 pub use record::{CommitInfo, RunCounts};

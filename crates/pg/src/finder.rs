@@ -24,6 +24,7 @@ use crate::cluster::{
 };
 use crate::error::{db, lost, PgError, Result};
 use crate::graph;
+use crate::node::{self, NodeVectors, Slot, Stamp, SyncReport};
 
 /// Why a query node has no graph: none was stored.
 const NO_GRAPH: &str = "no graph stored; run `finder index` with graph.build = true";
@@ -56,6 +57,11 @@ pub struct PgFinder {
     /// Per shard, its fragments: whether its vector list is an exact scan rather than an
     /// HNSW walk ([`search::EXACT_SCAN_MAX`]), and the beam of a walk.
     rows: Vec<u64>,
+    /// Each shard's write URL: what names its graph in a [`NodeVectors`].
+    shard_ids: Vec<String>,
+    /// Per shard, the node's own vector graph ([`PgFinder::walk_on_node`]); empty when
+    /// pgvector walks every shard.
+    node: Vec<Arc<Slot>>,
 }
 
 impl PgFinder {
@@ -96,6 +102,8 @@ impl PgFinder {
         let graph = graph::load(&mut clients[graph::GRAPH_SHARD], &key);
         Ok(PgFinder {
             rows: records.iter().map(|r| r.fragments).collect(),
+            shard_ids: config.shards.iter().map(|s| s.write.clone()).collect(),
+            node: Vec::new(),
             graph,
             graph_key,
             conns: (0..n).map(|i| read_pool(config, i, &tls)).collect(),
@@ -118,6 +126,95 @@ impl PgFinder {
     pub fn walk_vectors_always(&mut self) {
         for rows in &mut self.rows {
             *rows = (*rows).max(search::EXACT_SCAN_MAX + 1);
+        }
+    }
+
+    /// Walks the vectors of each shard past the exact scan's size on this node, over a graph
+    /// of its own that `vectors` keeps across reopens, instead of pgvector's index. A shard
+    /// the node does not hold at the generation this reader opened (the first load, a run
+    /// since) is walked by pgvector's index meanwhile, and a sync starts beside the queries.
+    /// For long-running processes: the first load reads every vector of the shards.
+    pub fn walk_on_node(&mut self, vectors: &NodeVectors) {
+        self.node = self.shard_ids.iter().map(|id| vectors.slot(id)).collect();
+        self.refresh_node();
+    }
+
+    /// Brings the node's graphs up to what the shards hold now and waits for it (a benchmark
+    /// before it times queries); nothing without [`PgFinder::walk_on_node`].
+    pub fn sync_node_vectors(&self) -> Result<Vec<SyncReport>> {
+        let n = self.conns.len();
+        (0..self.node.len())
+            .filter(|i| self.walks(*i))
+            .map(|i| self.node[i].sync(&self.conns[i], i, n))
+            .collect()
+    }
+
+    /// Whether a shard's vector list is a walk (not an exact scan).
+    fn walks(&self, shard: usize) -> bool {
+        self.rows[shard] > search::EXACT_SCAN_MAX
+    }
+
+    /// Whether the node holds every shard's vectors as of the runs `stamps` name.
+    fn node_holds_all(&self, stamps: &[Stamp]) -> bool {
+        !self.node.is_empty()
+            && (0..self.node.len()).all(|i| self.walks(i) && self.node[i].holds(stamps[i]))
+    }
+
+    /// Starts a sync of each node graph behind the run this reader opened of its shard.
+    fn refresh_node(&self) {
+        let n = self.conns.len();
+        for (i, slot) in self.node.iter().enumerate() {
+            if self.walks(i) {
+                slot.refresh(Stamp::of(&self.records[i]), &self.conns[i], i, n);
+            }
+        }
+    }
+
+    /// Each shard's nearest fragments to `vector` by the node's own graph, for the shards the
+    /// node holds as of `stamps` (the runs the query's snapshot reads); `None` for the others,
+    /// and those behind start a sync.
+    fn node_lists(
+        &self,
+        vector: &[f32],
+        settings: &finder_core::VectorSettings,
+        window: usize,
+        stamps: &[Stamp],
+    ) -> Vec<Option<Vec<Found>>> {
+        let n = self.conns.len();
+        if self.node.is_empty() || !(0..n).any(|i| self.walks(i)) {
+            return vec![None; n];
+        }
+        let query = finder_ann::distance::unit(vector.to_vec());
+        let window_weight = self.records[0]
+            .windows
+            .then_some(settings.window_weight)
+            .filter(|w| *w > 0.0);
+        let list = |i: usize| {
+            if !self.walks(i) {
+                return None;
+            }
+            let walk = node::Walk {
+                ef: settings.beam(self.rows[i] as usize),
+                window,
+                window_weight,
+            };
+            let Some(mut found) = self.node[i].nearest(stamps[i], i, &query, walk) else {
+                self.node[i].refresh(stamps[i], &self.conns[i], i, n);
+                return None;
+            };
+            found.retain(|f| 1.0 - f.score <= settings.max_vector_distance);
+            Some(found)
+        };
+        match n {
+            1 => vec![list(0)],
+            n => std::thread::scope(|scope| {
+                let list = &list;
+                let handles: Vec<_> = (0..n).map(|i| scope.spawn(move || list(i))).collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("node vector walk panicked"))
+                    .collect()
+            }),
         }
     }
 
@@ -196,20 +293,25 @@ impl PgFinder {
         // On one shard the lexical and vector lists run at once (`retrieve_all`), on two
         // connections reading the snapshot exported as the query begins. Over several shards
         // each list already keeps every shard busy: they run in turn there
-        // (docs/perf/pg-lists-at-once.md).
+        // (docs/perf/pg-lists-at-once.md), unless the node walks the vectors itself.
         let searches_vectors = request.vector.is_some()
             || request.like.is_some()
             || matches!(self.semantic, Semantic::Ready(_));
-        let share = self.conns.len() == 1
-            && settings.lexical.enabled
+        let both = settings.lexical.enabled
             && settings.vector.enabled
             && self.records[0].dim.is_some()
             && searches_vectors;
-        let run = self.begin(request.vector.clone(), share)?;
+        let share = both && self.conns.len() == 1;
+        let begin = || {
+            let mut run = self.begin(request.vector.clone(), share)?;
+            run.beside |= both && self.node_holds_all(&run.stamps);
+            Ok::<_, PgError>(run)
+        };
+        let run = begin()?;
         match finder_core::search_with(&run, request, settings, &self.extensions) {
             Err(PgError::Db { source, .. }) if lost(&source) => {
                 drop(run);
-                let run = self.begin(request.vector.clone(), share)?;
+                let run = begin()?;
                 finder_core::search_with(&run, request, settings, &self.extensions)
             }
             other => other,
@@ -300,6 +402,11 @@ impl PgFinder {
     fn begin(&self, vector: Option<Vec<f32>>, mut share: bool) -> Result<PgQuery<'_>> {
         let mut guards: Vec<Pooled> = Vec::with_capacity(self.conns.len());
         let mut snapshots = Vec::new();
+        // With the node's walk, the run of each shard the query's snapshot reads: a shard the
+        // node holds as of another is walked by pgvector's index.
+        let mut stamps: Vec<Stamp> = self.records.iter().map(Stamp::of).collect();
+        const RUN: &str = "SELECT record->>'generation', record->>'committed_at'
+                           FROM finder_meta WHERE id = 1";
         for (i, pool) in self.conns.iter().enumerate() {
             // Idle connections to a server that went away fail here one by one, and the pool
             // drops each (broken); then a new one goes to the first URL that answers.
@@ -307,18 +414,37 @@ impl PgFinder {
             let conn = loop {
                 let failed = match take(pool, i) {
                     Ok(mut conn) => {
-                        let begin = match share {
+                        let mut begin = match share {
                             true => format!("{BEGIN}; SELECT pg_export_snapshot()"),
                             false => BEGIN.to_string(),
                         };
+                        if !self.node.is_empty() {
+                            begin = format!("{begin}; {RUN}");
+                        }
                         match conn.client().simple_query(&begin) {
                             Ok(messages) => {
-                                snapshots.extend(messages.iter().find_map(|m| match m {
-                                    postgres::SimpleQueryMessage::Row(row) => {
-                                        row.get(0).map(str::to_string)
-                                    }
+                                // Rows in the statements' order: the snapshot, the run.
+                                let mut rows = messages.iter().filter_map(|m| match m {
+                                    postgres::SimpleQueryMessage::Row(row) => Some(row),
                                     _ => None,
-                                }));
+                                });
+                                if share {
+                                    let snapshot = rows.next().and_then(|r| r.get(0));
+                                    snapshots.extend(snapshot.map(str::to_string));
+                                }
+                                let number = |r: &postgres::SimpleQueryRow, at| {
+                                    r.get(at).and_then(|x: &str| x.parse().ok())
+                                };
+                                if let Some(r) = rows.next() {
+                                    if let (Some(generation), Some(committed_at)) =
+                                        (number(r, 0), number(r, 1))
+                                    {
+                                        stamps[i] = Stamp {
+                                            generation,
+                                            committed_at,
+                                        };
+                                    }
+                                }
                                 break conn;
                             }
                             Err(e) if lost(&e) && tries < POOL_SIZE => {
@@ -354,6 +480,8 @@ impl PgFinder {
             extra: RefCell::new(Vec::new()),
             vector,
             expanded: std::cell::Cell::new(None),
+            stamps,
+            beside: share && snapshots.len() == self.conns.len(),
             snapshots: (share && snapshots.len() == self.conns.len()).then_some(snapshots),
         })
     }
@@ -373,6 +501,12 @@ struct PgQuery<'a> {
     expanded: std::cell::Cell<Option<(usize, usize)>>,
     /// Each shard's snapshot, exported for connections beside the query's own.
     snapshots: Option<Vec<String>>,
+    /// The vector list runs beside the other lists (`retrieve_all`): on connections that read
+    /// `snapshots`, or by the node's own walk.
+    beside: bool,
+    /// The run of each shard the query's snapshot reads (with the node's walk; else the one
+    /// the reader opened).
+    stamps: Vec<Stamp>,
 }
 
 impl Drop for PgQuery<'_> {
@@ -670,15 +804,21 @@ impl PgQuery<'_> {
     /// Nearest fragments over all shards: each shard's window (half again as wide as `depth`,
     /// as in the embedded index), exact cosine, cut at `max_vector_distance`.
     fn nearest(&self, vector: &[f32], settings: &Settings, depth: usize) -> Result<ChannelOutcome> {
-        let text = crate::writer::vector_text(vector);
-        let lists = nearest_lists(
-            &mut self.conns.borrow_mut(),
-            &self.finder.rows,
-            self.finder.records[0].windows,
-            &text,
-            &settings.vector,
-            window(depth),
-        )?;
+        let started = Instant::now();
+        let (vs, window) = (&settings.vector, window(depth));
+        let walked = self.finder.node_lists(vector, vs, window, &self.stamps);
+        if walked.iter().any(Option::is_some) {
+            self.extra.borrow_mut().push(node_stage(started.elapsed()));
+        }
+        let lists = match walked.iter().all(Option::is_some) {
+            true => walked.into_iter().flatten().collect(),
+            false => {
+                let text = crate::writer::vector_text(vector);
+                let (rows, windows) = (&self.finder.rows, self.finder.records[0].windows);
+                let mut conns = self.conns.borrow_mut();
+                nearest_lists(&mut conns, rows, windows, &text, vs, window, walked)?
+            }
+        };
         Ok(self.merge(Channel::Vector, lists, depth))
     }
 
@@ -709,17 +849,34 @@ impl PgQuery<'_> {
                 let snapshots = self.snapshots.as_deref();
                 let (pools, rows) = (&self.finder.conns, &self.finder.rows);
                 let windows = self.finder.records[0].windows;
-                let (others, (vector, stage, lists, took)) = std::thread::scope(|scope| {
+                let (finder, stamps) = (self.finder, &self.stamps);
+                let (others, (vector, stage, lists, took, walked)) = std::thread::scope(|scope| {
                     let beside = scope.spawn(move || {
                         let started = Instant::now();
                         let (vector, stage) = probe.vector(&request.text, settings);
-                        let lists = vector.as_ref().ok().and_then(|v| {
-                            let mut aside = Aside::open(pools, snapshots?)?;
-                            let text = crate::writer::vector_text(v);
+                        let mut walked = None;
+                        let lists = vector.as_ref().ok().map(|v| {
+                            let walk = Instant::now();
                             let (vs, window) = (&settings.vector, window(depth));
-                            nearest_lists(&mut aside.0, rows, windows, &text, vs, window).ok()
+                            let on_node = finder.node_lists(v, vs, window, stamps);
+                            if on_node.iter().any(Option::is_some) {
+                                walked = Some(walk.elapsed());
+                            }
+                            if on_node.iter().all(Option::is_some) {
+                                return Beside::Lists(on_node.into_iter().flatten().collect());
+                            }
+                            let aside = snapshots.and_then(|s| Aside::open(pools, s));
+                            let Some(mut aside) = aside else {
+                                return Beside::Left(on_node);
+                            };
+                            let text = crate::writer::vector_text(v);
+                            let conns = &mut aside.0;
+                            match nearest_lists(conns, rows, windows, &text, vs, window, on_node) {
+                                Ok(lists) => Beside::Lists(lists),
+                                Err(_) => Beside::Failed,
+                            }
                         });
-                        (vector, stage, lists, started.elapsed())
+                        (vector, stage, lists, started.elapsed(), walked)
                     });
                     let others = others();
                     (
@@ -728,13 +885,26 @@ impl PgQuery<'_> {
                     )
                 });
                 self.extra.borrow_mut().extend(stage);
+                self.extra.borrow_mut().extend(walked.map(node_stage));
                 let started = Instant::now();
                 let outcome = match (vector, lists) {
                     (Err(outcome), _) => outcome,
-                    (Ok(_), Some(lists)) => self.merge(Channel::Vector, lists, depth),
-                    // No connection free beside the others, or one that could not read the
-                    // snapshot: the search runs on the query's own.
-                    (Ok(v), None) => self.nearest(&v, settings, depth)?,
+                    (Ok(_), Some(Beside::Lists(lists))) => {
+                        self.merge(Channel::Vector, lists, depth)
+                    }
+                    // No connection free beside the others, or none beside (several shards,
+                    // some not walked on the node): what is left runs on the query's own.
+                    (Ok(v), Some(Beside::Left(walked))) => {
+                        let text = crate::writer::vector_text(&v);
+                        let (vs, window) = (&settings.vector, window(depth));
+                        let mut conns = self.conns.borrow_mut();
+                        let lists =
+                            nearest_lists(&mut conns, rows, windows, &text, vs, window, walked)?;
+                        drop(conns);
+                        self.merge(Channel::Vector, lists, depth)
+                    }
+                    // A connection beside failed: the search runs again on the query's own.
+                    (Ok(v), _) => self.nearest(&v, settings, depth)?,
                 };
                 let ms = probed.ms + (took + started.elapsed()).as_secs_f64() * 1e3;
                 (others, Timed { value: outcome, ms })
@@ -819,6 +989,23 @@ impl PgQuery<'_> {
     }
 }
 
+/// What the vector search beside the other lists came to.
+enum Beside {
+    Lists(Vec<Vec<Found>>),
+    /// Each shard's list where the node walked it; the rest are to run on the query's own
+    /// connections.
+    Left(Vec<Option<Vec<Found>>>),
+    Failed,
+}
+
+/// The time the node's own vector walk took, as a stage of the response's diagnostics.
+fn node_stage(took: Duration) -> StageTime {
+    StageTime {
+        stage: "vector.node_walk".into(),
+        ms: took.as_secs_f64() * 1e3,
+    }
+}
+
 /// How many nearest fragments a shard returns for a list of `depth`: half again as many, as
 /// the embedded index re-scores.
 fn window(depth: usize) -> usize {
@@ -851,7 +1038,9 @@ fn fan_out<T: Send>(
 }
 
 /// Each shard's nearest fragments to `vector` (pgvector's text form): its window, by exact
-/// cosine, cut at `max_vector_distance`.
+/// cosine, cut at `max_vector_distance`; a shard with a list in `walked` (the node's walk)
+/// keeps it.
+#[allow(clippy::too_many_arguments)]
 fn nearest_lists(
     conns: &mut [Pooled],
     rows: &[u64],
@@ -859,8 +1048,15 @@ fn nearest_lists(
     vector: &str,
     settings: &finder_core::VectorSettings,
     window: usize,
+    walked: Vec<Option<Vec<Found>>>,
 ) -> Result<Vec<Vec<Found>>> {
+    let walked: Vec<std::sync::Mutex<Option<Vec<Found>>>> =
+        walked.into_iter().map(std::sync::Mutex::new).collect();
     fan_out(conns, |i, c| {
+        let on_node = walked.get(i).and_then(|w| w.lock().ok()?.take());
+        if let Some(found) = on_node {
+            return Ok(found);
+        }
         let (beam, exact) = (
             settings.beam(rows[i] as usize),
             rows[i] <= search::EXACT_SCAN_MAX,
@@ -1038,12 +1234,10 @@ impl Retriever for PgQuery<'_> {
         request: &Query,
         settings: &Settings,
     ) -> Result<Vec<Timed<ChannelOutcome>>> {
-        // The query exported its snapshot when both lists will run on one shard
-        // (`PgFinder::query`); otherwise they run in turn.
+        // The query exported its snapshot when both lists will run on one shard, or the node
+        // walks the vectors itself (`PgFinder::query`); otherwise they run in turn.
         match asked.iter().position(|a| a.0 == Channel::Vector) {
-            Some(at) if self.snapshots.is_some() => {
-                self.retrieve_beside(asked, at, request, settings)
-            }
+            Some(at) if self.beside => self.retrieve_beside(asked, at, request, settings),
             _ => finder_core::retrieve_each(self, asked, request, settings),
         }
     }

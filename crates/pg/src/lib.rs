@@ -9,6 +9,8 @@
 //!   computed in SQL from the stored statistics (global over the shards) and nearest
 //!   neighbours from pgvector's HNSW index, reordered by exact cosine; fusion, rollup and
 //!   refinement are `finder_core::search` unchanged.
+//! - [`NodeVectors`] lets a long-running query node walk the shards' vectors over HNSW
+//!   graphs of its own, kept up to date from the changed sources ([`PgFinder::walk_on_node`]).
 //! - [`PgConfig`] names the shards, each with a write URL and read URLs.
 //!
 //! `docs/SCALING.md` tells how to run it and what is not done yet.
@@ -17,6 +19,7 @@ mod cluster;
 mod error;
 mod finder;
 mod graph;
+mod node;
 mod schema;
 mod search;
 mod terms;
@@ -27,6 +30,7 @@ mod writer;
 pub use cluster::{shard_of, with_database, PgConfig, ShardUrls};
 pub use error::{PgError, Result};
 pub use finder::PgFinder;
+pub use node::{NodeVectors, SyncReport};
 pub use schema::RunRecord;
 pub use writer::{
     index_inputs, index_inputs_with, read_documents, write_documents, DocumentChange, PgRunReport,

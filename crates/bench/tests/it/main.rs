@@ -131,6 +131,7 @@ fn run_scores_finder_on_a_generated_dataset() {
         keep: false,
         reuse: false,
         modes: "lexical,dense,hybrid,boost".into(),
+        runs: Vec::new(),
         queries_limit: None,
         progress: false,
         set: Vec::new(),
@@ -230,6 +231,7 @@ fn run_scores_finder_on_a_generated_dataset() {
         keep: false,
         reuse: false,
         modes: "lexical".into(),
+        runs: Vec::new(),
         queries_limit: Some(2),
         progress: false,
         set: Vec::new(),
@@ -242,6 +244,8 @@ fn run_scores_finder_on_a_generated_dataset() {
         keep: false,
         reuse: true,
         modes: "lexical,dense,hybrid".into(),
+        // A named run after the presets, with overrides of its own.
+        runs: vec!["narrow:lexical.enabled=false,vector.vec_list_size=10".into()],
         queries_limit: None,
         progress: false,
         set: Vec::new(),
@@ -253,6 +257,10 @@ fn run_scores_finder_on_a_generated_dataset() {
             "{mode}"
         );
     }
+    assert!(
+        reused["modes"]["narrow"]["ndcg10"].as_f64().is_some(),
+        "{reused}"
+    );
     assert!(reused["index_s"].is_null() && reused["fragments"].is_null());
     // and refuses a folder with no index in it
     let err = run(&RunOptions {
@@ -261,6 +269,7 @@ fn run_scores_finder_on_a_generated_dataset() {
         keep: false,
         reuse: true,
         modes: "lexical".into(),
+        runs: Vec::new(),
         queries_limit: None,
         progress: false,
         set: Vec::new(),
@@ -281,6 +290,7 @@ fn a_lexical_run_builds_no_vectors() {
         keep: false,
         reuse: false,
         modes: "lexical".into(),
+        runs: Vec::new(),
         queries_limit: None,
         progress: false,
         set: Vec::new(),
@@ -310,6 +320,7 @@ fn run_refuses_an_unknown_mode_before_indexing() {
         keep: false,
         reuse: false,
         modes: "lexical,bogus".into(),
+        runs: Vec::new(),
         queries_limit: None,
         progress: false,
         set: Vec::new(),
@@ -417,6 +428,7 @@ fn embedded_vectors_reproduce_finders_own_dense_ranking() {
         keep: false,
         reuse: false,
         modes: "dense".into(),
+        runs: Vec::new(),
         queries_limit: None,
         progress: false,
         set: Vec::new(),

@@ -90,6 +90,7 @@ pub const SETTINGS: &[Spec] = &[
     spec("storage.tls_ca", Store, "postgres: PEM certificates to trust besides the web's roots"),
     ranged("storage.hnsw_m", Store, 2.0, 100.0, "postgres: neighbours per node of each shard's HNSW index; a change rebuilds the index at the next run"),
     ranged("storage.hnsw_ef_construction", Store, 4.0, 1_000.0, "postgres: the HNSW build's beam, at least 2 × hnsw_m; a change rebuilds the index at the next run"),
+    spec("storage.node_walk", Store, "postgres: serve and mcp walk each shard's vectors over an HNSW graph of their own, in memory, instead of pgvector's index"),
     spec("lexical.enabled", Query, "the BM25 list; off only for ablations"),
     ranged("lexical.k1", Query, 0.0, 3.0, "BM25 term-frequency saturation"),
     ranged("lexical.b", Query, 0.0, 1.0, "BM25 length normalisation"),

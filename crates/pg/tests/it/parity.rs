@@ -5,12 +5,33 @@ use std::sync::Arc;
 
 use finder_core::{Channel, Embed, SearchResponse, Settings};
 use finder_index::Finder;
-use finder_pg::{PgConfig, PgFinder};
+use finder_pg::{NodeVectors, PgConfig, PgFinder};
 
 use crate::support::{self, overlap};
 
 fn ids(r: &SearchResponse) -> Vec<String> {
     r.hits.iter().map(|h| h.id.clone()).collect()
+}
+
+/// Vectors a database holds: every fragment's first window and every later one.
+fn stored_vectors(url: &str) -> usize {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let row = client
+        .query_one(
+            "SELECT (SELECT count(*) FROM finder_fragments WHERE embedding IS NOT NULL)
+                  + (SELECT count(*) FROM finder_parts)",
+            &[],
+        )
+        .unwrap();
+    row.get::<_, i64>(0) as usize
+}
+
+/// Whether the response's vector list came from the node's own graph.
+fn walked_on_node(r: &SearchResponse) -> bool {
+    r.diagnostics
+        .stages
+        .iter()
+        .any(|s| s.stage == "vector.node_walk")
 }
 
 /// The channel score of each hit's best fragment, by id.
@@ -364,9 +385,16 @@ fn vectors_embedded_at_ingest_match_the_embedded_engine() {
     let mut dense = settings.clone();
     dense.lexical.enabled = false;
     // Over the exact scan, then over each shard's HNSW index, its beam wider than the
-    // window (the rows asked of the walk, of which the exact cosine keeps the window).
-    for walk in [false, true] {
-        if walk {
+    // window (the rows asked of the walk, of which the exact cosine keeps the window), then
+    // over the node's own graph.
+    for (walk, node) in [(false, false), (true, false), (true, true)] {
+        if node {
+            pg.walk_on_node(&NodeVectors::default());
+            let synced = pg.sync_node_vectors().unwrap();
+            assert_eq!(synced.len(), 1);
+            assert!(synced[0].full, "{synced:?}");
+            assert_eq!(synced[0].vectors, stored_vectors(&db.url), "{synced:?}");
+        } else if walk {
             prefer_indexes(&db.url);
             pg = PgFinder::open(&config, settings.clone()).unwrap();
             pg.attach_embedder(Ok(Some(Arc::new(WordHashes))));
@@ -376,7 +404,13 @@ fn vectors_embedded_at_ingest_match_the_embedded_engine() {
         for (q, _) in support::queries(20, 9) {
             let a = embedded.search(&q, &dense, 0, 10).unwrap();
             let b = pg.search(&q, &dense, 0, 10).unwrap();
-            assert_eq!(ids(&a), ids(&b), "dense `{q}`, walk {walk}");
+            assert_eq!(ids(&a), ids(&b), "dense `{q}`, walk {walk}, node {node}");
+            assert_eq!(
+                walked_on_node(&b),
+                node,
+                "`{q}`: {:?}",
+                b.diagnostics.stages
+            );
             let pg_scores = channel_scores(&b, Channel::Vector);
             for (id, s) in channel_scores(&a, Channel::Vector) {
                 if let Some((_, t)) = pg_scores.iter().find(|(i, _)| *i == id) {
@@ -520,20 +554,29 @@ fn every_window_of_a_passage_scores_as_in_the_embedded_engine() {
         .map(|(q, _)| q)
         .collect();
     queries.push("zebra quagga okapi".into());
-    let same = |pg: &PgFinder, weight: f32| {
+    // `in_order`: the node's own walk scores a window in `f32` as the embedded index does, but
+    // folds every window of a fragment where the embedded index folds those its walk found,
+    // so windows of near-equal similarity (the filler repeats) may tie the other way there.
+    let same_as = |pg: &PgFinder, weight: f32, in_order: bool| {
         let mut dense = dense.clone();
         dense.vector.window_weight = weight;
         for q in &queries {
             let a = embedded.search(q, &dense, 0, 10).unwrap();
             let b = pg.search(q, &dense, 0, 10).unwrap();
-            assert_eq!(ids(&a), ids(&b), "dense `{q}` at weight {weight}");
             let pg_scores = channel_scores(&b, Channel::Vector);
+            let (mut x, mut y) = (ids(&a), ids(&b));
+            if !in_order {
+                x.sort();
+                y.sort();
+            }
+            assert_eq!(x, y, "dense `{q}` at weight {weight}");
             for (id, s) in channel_scores(&a, Channel::Vector) {
                 let t = pg_scores.iter().find(|(i, _)| *i == id).unwrap().1;
                 assert!((s - t).abs() < 1e-4, "`{q}`: cosine of `{id}` {s} vs {t}");
             }
         }
     };
+    let same = |pg: &PgFinder, weight: f32| same_as(pg, weight, true);
     same(&pg, 0.5);
     same(&pg, 1.0);
     let mut whole = dense.clone();
@@ -561,6 +604,18 @@ fn every_window_of_a_passage_scores_as_in_the_embedded_engine() {
     pg.walk_vectors_always();
     same(&pg, 0.5);
     same(&pg, 1.0);
+    // The same over the node's own graph, which holds every window too.
+    let mut node = PgFinder::open(&config, settings.clone()).unwrap();
+    node.attach_embedder(Ok(Some(Arc::new(Windowed))));
+    node.walk_vectors_always();
+    node.walk_on_node(&NodeVectors::default());
+    let synced = node.sync_node_vectors().unwrap();
+    assert_eq!(synced[0].vectors, stored_vectors(&db.url), "{synced:?}");
+    same_as(&node, 0.5, false);
+    same_as(&node, 1.0, false);
+    let walked = node.search("zebra quagga okapi", &whole, 0, 3).unwrap();
+    assert!(walked_on_node(&walked), "{:?}", walked.diagnostics.stages);
+    assert_eq!(ids(&walked), ids(&found));
     // A list of 10 (a window of 15 rows per index): found by the later windows' walk.
     let mut narrow = whole.clone();
     narrow.vector.vec_list_size = 10;
@@ -747,4 +802,160 @@ fn the_vector_index_is_built_again_when_its_parameters_change() {
     settings.storage.hnsw_ef_construction = 10;
     let err = settings.validate("test").unwrap_err().to_string();
     assert!(err.contains("storage.hnsw_ef_construction"), "{err}");
+}
+
+/// A query node's own vector graph follows the shards: after a run that changes, adds and
+/// deletes notes, a sync reads the changed sources only, and the node's lists equal the exact
+/// scan's, before and after.
+#[test]
+fn the_node_graph_follows_the_changed_sources() {
+    let Some(server) = support::server("the node's vector graph") else {
+        return;
+    };
+    let shards = [server.database("node_a"), server.database("node_b")];
+    let config = PgConfig {
+        shards: shards
+            .iter()
+            .map(|d| finder_pg::ShardUrls {
+                write: d.url.clone(),
+                read: Vec::new(),
+            })
+            .collect(),
+        tls_ca: None,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let notes = support::write_notes(tmp.path(), 60, 31);
+    let mut settings = support::settings();
+    settings.embed.backend = finder_core::EmbedBackend::Minilm;
+    settings.embed.dim = 16;
+    let run = || {
+        let inputs = std::slice::from_ref(&notes);
+        finder_pg::index_inputs_with(&config, inputs, &settings, Some(&WordHashes), &mut |_| {})
+            .unwrap()
+    };
+    run();
+    let vectors = NodeVectors::default();
+    let open_with = |settings: &Settings, node: bool| {
+        let mut pg = PgFinder::open(&config, settings.clone()).unwrap();
+        pg.attach_embedder(Ok(Some(Arc::new(WordHashes))));
+        if node {
+            pg.walk_vectors_always();
+            pg.walk_on_node(&vectors);
+        }
+        pg
+    };
+    let open = |node: bool| open_with(&settings, node);
+    let mut dense = settings.clone();
+    dense.lexical.enabled = false;
+    // Dense alone, then hybrid: with the node's walk its vector list runs beside the lexical
+    // list over both shards.
+    let same = |node: &PgFinder, exact: &PgFinder| {
+        for (q, _) in support::queries(20, 13) {
+            for (mode, settings) in [("dense", &dense), ("hybrid", &settings)] {
+                let on_node = node.search(&q, settings, 0, 10).unwrap();
+                let scanned = exact.search(&q, settings, 0, 10).unwrap();
+                let walked = walked_on_node(&on_node) && !walked_on_node(&scanned);
+                assert!(walked, "{mode} `{q}`");
+                assert_eq!(ids(&on_node), ids(&scanned), "{mode} `{q}`");
+            }
+        }
+    };
+    let node = open(true);
+    let synced = node.sync_node_vectors().unwrap();
+    assert!(
+        synced.len() == 2 && synced.iter().all(|r| r.full),
+        "{synced:?}"
+    );
+    let held: usize = synced.iter().map(|r| r.vectors).sum();
+    same(&node, &open(false));
+
+    std::fs::write(
+        notes.join("note-001.md"),
+        "---\ntitle: Changed\n---\n\nkiln glaze firing, then kiln glaze again\n",
+    )
+    .unwrap();
+    std::fs::remove_file(notes.join("note-002.md")).unwrap();
+    std::fs::write(
+        notes.join("note-new.md"),
+        "---\ntitle: New\n---\n\nzebra quagga okapi\n",
+    )
+    .unwrap();
+    run();
+    let node = open(true);
+    let synced = node.sync_node_vectors().unwrap();
+    let count = |f: fn(&finder_pg::SyncReport) -> usize| synced.iter().map(f).sum::<usize>();
+    assert_eq!(
+        (count(|r| r.changed), count(|r| r.removed)),
+        (2, 1),
+        "{synced:?}"
+    );
+    assert!(synced.iter().all(|r| !r.full), "{synced:?}");
+    let now = stored_vectors(&shards[0].url) + stored_vectors(&shards[1].url);
+    assert_eq!(count(|r| r.vectors), now, "{synced:?}");
+    assert_ne!(now, held, "the run changed no vector");
+    same(&node, &open(false));
+    let found = node.search("zebra quagga okapi", &dense, 0, 10).unwrap();
+    let titles: Vec<&str> = found
+        .hits
+        .iter()
+        .map(|h| h.envelope.title.as_str())
+        .collect();
+    assert!(titles.contains(&"New"), "{titles:?}");
+    assert!(
+        !ids(&found).iter().any(|id| id.contains("note-002")),
+        "{:?}",
+        ids(&found)
+    );
+
+    // Passages cut shorter: every fragment changes, no source's content hash does. The node
+    // sees another index and loads it whole.
+    let mut shorter = settings.clone();
+    shorter.index.fragment_max_chars = 200;
+    let rebuilt = finder_pg::index_inputs_with(
+        &config,
+        std::slice::from_ref(&notes),
+        &shorter,
+        Some(&WordHashes),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert!(rebuilt.rebuilt, "{rebuilt:?}");
+    let node = open_with(&shorter, true);
+    let synced = node.sync_node_vectors().unwrap();
+    assert!(synced.iter().all(|r| r.full), "{synced:?}");
+    let now = stored_vectors(&shards[0].url) + stored_vectors(&shards[1].url);
+    assert_eq!(synced.iter().map(|r| r.vectors).sum::<usize>(), now);
+    let exact = open_with(&shorter, false);
+    for (q, _) in support::queries(20, 17) {
+        let on_node = node.search(&q, &dense, 0, 10).unwrap();
+        let scanned = exact.search(&q, &dense, 0, 10).unwrap();
+        assert!(walked_on_node(&on_node), "`{q}`");
+        assert_eq!(ids(&on_node), ids(&scanned), "after the rebuild, `{q}`");
+    }
+
+    // A run after the node's reader opened: its queries read the new rows, so the node's
+    // graph (at the old generation) sits out until a sync brings it there.
+    std::fs::write(
+        notes.join("note-new.md"),
+        "---\ntitle: Newer\n---\n\nzebra okapi, then kiln glaze\n",
+    )
+    .unwrap();
+    let inputs = std::slice::from_ref(&notes);
+    finder_pg::index_inputs_with(&config, inputs, &shorter, Some(&WordHashes), &mut |_| {})
+        .unwrap();
+    let behind = node.search("zebra okapi", &dense, 0, 10).unwrap();
+    assert!(!walked_on_node(&behind), "{:?}", behind.diagnostics.stages);
+    let synced = node.sync_node_vectors().unwrap();
+    assert_eq!(
+        synced.iter().map(|r| r.changed).sum::<usize>(),
+        1,
+        "{synced:?}"
+    );
+    let caught_up = node.search("zebra okapi", &dense, 0, 10).unwrap();
+    assert!(
+        walked_on_node(&caught_up),
+        "{:?}",
+        caught_up.diagnostics.stages
+    );
+    assert_eq!(ids(&caught_up), ids(&behind));
 }
