@@ -484,13 +484,19 @@ fn run(
             )
             .map_err(db(format!("shard {i}: updating the planner's statistics")))?;
         }
-        // Built once the rows are in; built again when its parameters changed. The later
+        // Built once the rows are in; built again by `finder index` when its parameters
+        // changed. An API write keeps the index it finds: a rebuild takes minutes at scale, and
+        // would hold the write's transaction (and every write behind it) as long. The later
         // windows' index only with `embed.windows`.
         let st = &settings.storage;
         let wanted = (st.hnsw_m, st.hnsw_ef_construction);
         let indexes = if windows { 2 } else { 1 };
         for (index, table) in schema::VECTOR_INDEXES.into_iter().take(indexes) {
-            if dim.is_none() || schema::vector_index_params(tx, i, index)? == Some(wanted) {
+            let built = match dim {
+                None => continue,
+                Some(_) => schema::vector_index_params(tx, i, index)?,
+            };
+            if built == Some(wanted) || (built.is_some() && documents.is_some()) {
                 continue;
             }
             tx.batch_execute(&format!(

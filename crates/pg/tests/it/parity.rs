@@ -786,11 +786,23 @@ fn the_vector_index_is_built_again_when_its_parameters_change() {
     let inputs = std::slice::from_ref(&records);
     finder_pg::index_inputs(&config, inputs, &settings).unwrap();
     assert_eq!(options(), ["m=16", "ef_construction=200"]);
-    // Nothing changed in the sources; the index is built again with the new parameters.
     (
         settings.storage.hnsw_m,
         settings.storage.hnsw_ef_construction,
     ) = (8, 40);
+    // An API write keeps the index it finds: a rebuild is `finder index`'s work.
+    let first = std::fs::read_to_string(&records).unwrap();
+    let mut record: serde_json::Value =
+        serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    record["id"] = "api-1".into();
+    let change = finder_pg::DocumentChange {
+        id: "api-1".into(),
+        record: Some(record.to_string()),
+    };
+    let put = finder_pg::write_documents(&config, &[change], &settings, None).unwrap();
+    assert_eq!((put.counts.added, put.problems.len()), (1, 0), "{put:?}");
+    assert_eq!(options(), ["m=16", "ef_construction=200"]);
+    // Nothing changed in the sources; the index is built again with the new parameters.
     let run = finder_pg::index_inputs(&config, inputs, &settings).unwrap();
     assert_eq!(run.counts.unchanged, 30);
     assert_eq!(options(), ["m=8", "ef_construction=40"]);
