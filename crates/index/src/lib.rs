@@ -46,6 +46,7 @@ pub use ingest::{derive_summary, detect, fragment, read_input, read_record_lines
 pub use keys::{fragment_key, part_key, source_key};
 pub use live::LiveProgress;
 pub use preview::preview;
+pub use profiles::{envelope_attrs, read_profiles};
 pub use record::{CommitInfo, RunCounts};
 pub use tuning::{install_process_tuning, ProcessTuning, TuningGuard};
 pub use vector::{

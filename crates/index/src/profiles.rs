@@ -63,9 +63,20 @@ enum ItemSpec {
     },
 }
 
-/// Reads `refine.profiles` (empty: no profiles). A relative path is looked up in the current
-/// folder, then in the index folder.
+/// Reads `refine.profiles` (empty: no profiles) for the index in `dir`.
 pub(crate) fn load(dir: &Path, settings: &Settings, index: &Index) -> Result<Profiles> {
+    let items = ItemLookup::new(index);
+    read_profiles(dir, settings, |id| items.attrs(id))
+}
+
+/// Reads `refine.profiles` (empty: no profiles); `item` gives an indexed item's attributes
+/// ([`envelope_attrs`] of its envelope) for interactions that name it. A relative path is
+/// looked up in the current folder, then in `dir` (the index's, or the configuration's).
+pub fn read_profiles(
+    dir: &Path,
+    settings: &Settings,
+    item: impl Fn(&str) -> Option<Vec<Attr>>,
+) -> Result<Arc<BTreeMap<String, UserProfile>>> {
     let name = settings.refine.profiles.trim();
     if name.is_empty() {
         return Ok(Profiles::default());
@@ -75,8 +86,16 @@ pub(crate) fn load(dir: &Path, settings: &Settings, index: &Index) -> Result<Pro
         path: path.clone(),
         source,
     })?;
-    let items = ItemLookup::new(index);
-    parse(&text, &path, |id| items.attrs(id))
+    parse(&text, &path, item)
+}
+
+/// The attributes a profile's interaction with an item takes: its tags and `extras` pairs.
+pub fn envelope_attrs(e: &finder_core::Envelope) -> Vec<Attr> {
+    e.tags
+        .iter()
+        .map(|t| Attr::tag(t))
+        .chain(e.extras.iter().map(|(k, v)| Attr::extra(k, v)))
+        .collect()
 }
 
 fn resolve_path(dir: &Path, name: &str) -> PathBuf {
@@ -172,14 +191,7 @@ impl ItemLookup {
             let meta = doc.get_first(fields.meta).and_then(|v| v.as_str())?;
             let record: FragmentRecord = serde_json::from_str(meta).ok()?;
             if let Some(source) = record.source.filter(|s| s.id == id) {
-                let e = source.envelope;
-                return Some(
-                    e.tags
-                        .iter()
-                        .map(|t| Attr::tag(t))
-                        .chain(e.extras.iter().map(|(k, v)| Attr::extra(k, v)))
-                        .collect(),
-                );
+                return Some(envelope_attrs(&source.envelope));
             }
         }
         None

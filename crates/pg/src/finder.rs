@@ -241,6 +241,19 @@ impl PgFinder {
         self.extensions.plugins = plugins;
     }
 
+    /// Reads the user profiles `refine.profiles` names (relative to the current folder, then
+    /// `dir`: the folder of the configuration), for personalised queries; an interaction that
+    /// names an item takes its tags and `extras` from the shards.
+    pub fn load_profiles(&mut self, dir: &std::path::Path) -> Result<()> {
+        let item = |id: &str| {
+            let view = self.source(id).ok().flatten()?;
+            Some(finder_index::envelope_attrs(&view.envelope))
+        };
+        let profiles = finder_index::read_profiles(dir, &self.settings, item)?;
+        self.extensions.profiles = profiles;
+        Ok(())
+    }
+
     /// The base settings (index-time values as indexed).
     pub fn settings(&self) -> &Settings {
         &self.settings

@@ -40,7 +40,9 @@ impl Store {
             StorageBackend::Embedded => Store::Embedded(Box::new(Finder::open(dir, settings)?)),
             StorageBackend::Postgres => {
                 let config = PgConfig::from_settings(&settings.storage)?;
-                Store::Postgres(Box::new(PgFinder::open(&config, settings)?))
+                let mut pg = PgFinder::open(&config, settings)?;
+                pg.load_profiles(dir)?;
+                Store::Postgres(Box::new(pg))
             }
         })
     }

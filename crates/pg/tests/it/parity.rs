@@ -971,3 +971,64 @@ fn the_node_graph_follows_the_changed_sources() {
     );
     assert_eq!(ids(&caught_up), ids(&behind));
 }
+
+/// Personalised queries over PostgreSQL read `refine.profiles` as the embedded engine does,
+/// an interaction naming an item taking that item's tags from the shards, and rank alike.
+#[test]
+fn user_profiles_personalise_as_in_the_embedded_engine() {
+    let Some(server) = support::server("user profiles") else {
+        return;
+    };
+    let db = server.database("profiles");
+    let tmp = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = (1..=6)
+        .map(|i| {
+            let tag = if i == 5 { "security" } else { "ops" };
+            let token = "token ".repeat(7 - i);
+            format!(
+                r#"{{"id": "r{i}", "title": "Token note {i}", "text": "{token} note {i}", "tags": ["{tag}"]}}"#
+            )
+        })
+        .collect();
+    let records = tmp.path().join("r.jsonl");
+    std::fs::write(&records, lines.join("\n")).unwrap();
+    // Ana prefers the tag; Bo read r5 yesterday, whose tag the shards give.
+    let yesterday = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 86_400;
+    std::fs::write(
+        tmp.path().join("users.jsonl"),
+        format!(
+            "{{\"user\": \"ana\", \"prefers\": {{\"tag\": \"security\"}}, \"weight\": 3}}\n\
+             {{\"user\": \"bo\", \"interaction\": \"r5\", \"at\": {yesterday}}}\n"
+        ),
+    )
+    .unwrap();
+    let mut settings = support::settings();
+    settings.refine.profiles = "users.jsonl".into();
+    let config = PgConfig::single(&db.url);
+    let index = tmp.path().join("index");
+    let inputs = std::slice::from_ref(&records);
+    finder_index::index_inputs(&index, inputs, &settings, &mut |_| {}).unwrap();
+    finder_pg::index_inputs(&config, inputs, &settings).unwrap();
+    // Both read the file from the folder given (the index's, the configuration's).
+    std::fs::rename(tmp.path().join("users.jsonl"), index.join("users.jsonl")).unwrap();
+    let embedded = Finder::open(&index, settings.clone()).unwrap();
+    let mut pg = PgFinder::open(&config, settings.clone()).unwrap();
+    pg.load_profiles(&index).unwrap();
+    for user in ["ana", "bo"] {
+        let request = finder_core::Query {
+            user: Some(user.into()),
+            ..finder_core::Query::text("token", 0, 6)
+        };
+        let a = embedded.query(&request, &settings).unwrap();
+        let b = pg.query(&request, &settings).unwrap();
+        assert_eq!(ids(&a), ids(&b), "{user}");
+        assert_eq!(ids(&b)[0], "r5", "{user}: {:?}", b.diagnostics.refine);
+    }
+    // Without profiles the words alone rank: r1 repeats "token" most.
+    let plain = pg.search("token", &settings, 0, 6).unwrap();
+    assert_eq!(ids(&plain)[0], "r1");
+}
