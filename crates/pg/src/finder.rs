@@ -823,13 +823,26 @@ impl PgQuery<'_> {
         if walked.iter().any(Option::is_some) {
             self.extra.borrow_mut().push(node_stage(started.elapsed()));
         }
+        self.finish_nearest(vector, settings, depth, walked)
+    }
+
+    /// The vector channel from each shard's list the node walked (`walked`), and pgvector's on
+    /// the query's own connections for the others.
+    fn finish_nearest(
+        &self,
+        vector: &[f32],
+        settings: &Settings,
+        depth: usize,
+        walked: Vec<Option<Vec<Found>>>,
+    ) -> Result<ChannelOutcome> {
         let lists = match walked.iter().all(Option::is_some) {
             true => walked.into_iter().flatten().collect(),
             false => {
                 let text = crate::writer::vector_text(vector);
                 let (rows, windows) = (&self.finder.rows, self.finder.records[0].windows);
+                let (vs, window) = (&settings.vector, window(depth));
                 let mut conns = self.conns.borrow_mut();
-                nearest_lists(&mut conns, rows, windows, &text, vs, window, walked)?
+                nearest_lists(&mut conns, rows, windows, &text, vs, window, &walked)?
             }
         };
         Ok(self.merge(Channel::Vector, lists, depth))
@@ -884,7 +897,7 @@ impl PgQuery<'_> {
                             };
                             let text = crate::writer::vector_text(v);
                             let conns = &mut aside.0;
-                            match nearest_lists(conns, rows, windows, &text, vs, window, on_node) {
+                            match nearest_lists(conns, rows, windows, &text, vs, window, &on_node) {
                                 Ok(lists) => Beside::Lists(lists),
                                 Err(_) => Beside::Failed,
                             }
@@ -908,13 +921,7 @@ impl PgQuery<'_> {
                     // No connection free beside the others, or none beside (several shards,
                     // some not walked on the node): what is left runs on the query's own.
                     (Ok(v), Some(Beside::Left(walked))) => {
-                        let text = crate::writer::vector_text(&v);
-                        let (vs, window) = (&settings.vector, window(depth));
-                        let mut conns = self.conns.borrow_mut();
-                        let lists =
-                            nearest_lists(&mut conns, rows, windows, &text, vs, window, walked)?;
-                        drop(conns);
-                        self.merge(Channel::Vector, lists, depth)
+                        self.finish_nearest(&v, settings, depth, walked)?
                     }
                     // A connection beside failed: the search runs again on the query's own.
                     (Ok(v), _) => self.nearest(&v, settings, depth)?,
@@ -1061,14 +1068,11 @@ fn nearest_lists(
     vector: &str,
     settings: &finder_core::VectorSettings,
     window: usize,
-    walked: Vec<Option<Vec<Found>>>,
+    walked: &[Option<Vec<Found>>],
 ) -> Result<Vec<Vec<Found>>> {
-    let walked: Vec<std::sync::Mutex<Option<Vec<Found>>>> =
-        walked.into_iter().map(std::sync::Mutex::new).collect();
     fan_out(conns, |i, c| {
-        let on_node = walked.get(i).and_then(|w| w.lock().ok()?.take());
-        if let Some(found) = on_node {
-            return Ok(found);
+        if let Some(found) = walked.get(i).and_then(Option::as_ref) {
+            return Ok(found.clone());
         }
         let (beam, exact) = (
             settings.beam(rows[i] as usize),

@@ -319,14 +319,14 @@ impl Slot {
         };
         drop(tx);
         drop(conn);
+        // Only a sync writes the graph, and this one holds `syncing`.
+        let dropped = || PgError::Mismatch {
+            shard,
+            reason: "the node's vectors were dropped during a sync".into(),
+        };
         {
             let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
-            let Some(held) = index.as_mut() else {
-                return Err(PgError::Mismatch {
-                    shard,
-                    reason: "the node's vectors were dropped during a sync".into(),
-                });
-            };
+            let held = index.as_mut().ok_or_else(dropped)?;
             held.apply(stamp, &changed, &removed, hashes, rows);
         }
         // Compacted beside the queries, which walk the graph with its tombstones meanwhile.
@@ -338,10 +338,7 @@ impl Slot {
                 .map(Hnsw::compact)
         };
         let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
-        let held = index.as_mut().ok_or_else(|| PgError::Mismatch {
-            shard,
-            reason: "the node's vectors were dropped during a sync".into(),
-        })?;
+        let held = index.as_mut().ok_or_else(dropped)?;
         if let Some(graph) = compacted {
             held.graph = graph;
         }
@@ -411,11 +408,16 @@ fn read_vectors(
     };
     let place = |what: &str| format!("shard {shard}: reading {what} for the node's vectors");
     let mut rows = Rows::default();
-    let bad = |fragment: i64| PgError::Mismatch {
-        shard,
-        reason: format!("fragment {fragment}: a stored vector that is not {dim} numbers long"),
-    };
+    // The first fragment whose vector is not `dim` long; reported after the rows are read.
     let mut failed = None;
+    let mut unit = |row: &postgres::Row, at| -> std::result::Result<_, postgres::Error> {
+        let StoredVector(v) = row.try_get(at)?;
+        if v.len() != dim {
+            failed.get_or_insert(row.get::<_, i64>(0));
+            return Ok(None);
+        }
+        Ok(Some(finder_ann::distance::unit(v)))
+    };
     let params: [&(dyn ToSql + Sync); 1] = [&keys];
     tx.query_raw(
         &format!(
@@ -427,18 +429,12 @@ fn read_vectors(
     )
     .map_err(db(place("the fragments' vectors")))?
     .for_each(|row| {
-        let StoredVector(v) = row.try_get(4)?;
-        if v.len() != dim {
-            failed.get_or_insert(row.get::<_, i64>(0));
-            return Ok(());
+        if let Some(v) = unit(&row, 4)? {
+            let ordinal = row.get::<_, i32>(2) as u32;
+            let (fragment, source) = (from_db(row.get(0)), from_db(row.get(1)));
+            rows.fragments
+                .push((fragment, source, ordinal, row.get(3), v));
         }
-        rows.fragments.push((
-            from_db(row.get(0)),
-            from_db(row.get(1)),
-            row.get::<_, i32>(2) as u32,
-            row.get(3),
-            finder_ann::distance::unit(v),
-        ));
         Ok(())
     })
     .map_err(db(place("the fragments' vectors")))?;
@@ -452,19 +448,18 @@ fn read_vectors(
     )
     .map_err(db(place("the later windows")))?
     .for_each(|row| {
-        let StoredVector(v) = row.try_get(2)?;
-        if v.len() != dim {
-            failed.get_or_insert(row.get::<_, i64>(0));
-            return Ok(());
+        if let Some(v) = unit(&row, 2)? {
+            let part = row.get::<_, i32>(1).max(1) as u32;
+            rows.parts.push((from_db(row.get(0)), part, v));
         }
-        let part = row.get::<_, i32>(1).max(1) as u32;
-        rows.parts
-            .push((from_db(row.get(0)), part, finder_ann::distance::unit(v)));
         Ok(())
     })
     .map_err(db(place("the later windows")))?;
     if let Some(fragment) = failed {
-        return Err(bad(fragment));
+        return Err(PgError::Mismatch {
+            shard,
+            reason: format!("fragment {fragment}: a stored vector that is not {dim} numbers long"),
+        });
     }
     // In key order, whatever order the server sent them in (a parallel scan's is not fixed):
     // nodes that read the same rows link the same graph, and walk it alike.
@@ -607,7 +602,7 @@ impl ShardIndex {
             // are scored, not only those of the window's nearest.
             want = walk.ef.max(want);
         }
-        let mut found: Vec<u64> = loop {
+        let found: Vec<u64> = loop {
             let mut seen = HashSet::new();
             let keys: Vec<u64> = self
                 .graph
@@ -629,7 +624,7 @@ impl ShardIndex {
                 .map(|v| finder_ann::distance::dot(v, query))
         };
         let mut scored: Vec<Found> = found
-            .drain(..)
+            .into_iter()
             .filter_map(|fragment| {
                 let held = self.fragments.get(&fragment)?;
                 let first = dot(fragment)?;
