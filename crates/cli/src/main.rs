@@ -677,12 +677,12 @@ fn cmd_index_pg(inputs: &[PathBuf], settings: &Settings, json: bool) -> Result<E
 fn pg_status(settings: &Settings, json: bool) -> Result<ExitCode> {
     let config = finder_pg::PgConfig::from_settings(&settings.storage)?;
     let finder = finder_pg::PgFinder::open(&config, settings.clone())?;
-    let records = finder.records();
+    let status = finder_store::PgStatus::read(&finder)?;
     if json {
-        let value = serde_json::json!({ "backend": "postgres", "shards": records });
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        println!("{}", serde_json::to_string_pretty(&status)?);
         return Ok(ExitCode::SUCCESS);
     }
+    let records = &status.shards;
     println!("backend: PostgreSQL, {} shard(s)", records.len());
     for (i, r) in records.iter().enumerate() {
         println!(
@@ -692,6 +692,9 @@ fn pg_status(settings: &Settings, json: bool) -> Result<ExitCode> {
             r.generation,
             r.dim.map_or("none".to_string(), |d| format!("{d} dims")),
         );
+    }
+    if let Some(g) = &status.graph {
+        println!("graph: {}", render::graph_state(g));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -164,18 +164,7 @@ pub fn status(s: &Status) -> String {
         }
     }
     if let Some(g) = &s.graph {
-        let _ = writeln!(
-            out,
-            "graph:     {}",
-            if g.current && g.other_settings {
-                "current, built with other [graph] settings than these (an index run with \
-                 these rebuilds it)"
-            } else if g.current {
-                "current"
-            } else {
-                "behind the last commit (the next `finder index` rebuilds it)"
-            }
-        );
+        let _ = writeln!(out, "graph:     {}", graph_state(g));
     }
     let r = s.last_run;
     let _ = writeln!(
@@ -267,4 +256,16 @@ pub fn files(report: &finder_index::freshness::FilesReport) -> String {
         }
     );
     out
+}
+
+/// Whether the graph describes the last commit, in words.
+pub fn graph_state(g: &finder_index::GraphStatus) -> &'static str {
+    if g.current && g.other_settings {
+        "current, built with other [graph] settings than these (an index run with these \
+         rebuilds it)"
+    } else if g.current {
+        "current"
+    } else {
+        "behind the last commit (the next `finder index` rebuilds it)"
+    }
 }

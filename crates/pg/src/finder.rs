@@ -394,6 +394,15 @@ impl PgFinder {
         Ok((records.iter().map(|r| r.generation).collect(), key))
     }
 
+    /// What each shard's last run recorded and the stored graph's key, read now (one
+    /// snapshot per shard).
+    pub fn read_status(&self) -> Result<(Vec<RunRecord>, Option<String>)> {
+        let run = self.begin(None, false)?;
+        let records = run.records()?;
+        let key = run.on(graph::GRAPH_SHARD, |c| graph::stored_key(c.client()))?;
+        Ok((records, key))
+    }
+
     /// What each shard's last run recorded, read now (not as of open).
     pub fn read_records(&self) -> Result<Vec<RunRecord>> {
         self.begin(None, false)?.records()

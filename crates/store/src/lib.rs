@@ -142,7 +142,7 @@ impl Store {
     pub fn status(&self) -> Result<Status> {
         Ok(match self {
             Store::Embedded(f) => Status::Embedded(Box::new(f.status()?)),
-            Store::Postgres(f) => Status::Postgres(PgStatus::of(f.read_records()?)),
+            Store::Postgres(f) => Status::Postgres(PgStatus::read(f)?),
         })
     }
 
@@ -208,13 +208,36 @@ pub struct PgStatus {
     pub committed_at: u64,
     pub generation: u64,
     pub origins: Vec<String>,
+    /// Whether the graph stored on shard 0 was built from the last run (`None`: none is
+    /// stored).
+    pub graph: Option<finder_index::GraphStatus>,
     pub shards: Vec<RunRecord>,
 }
 
 impl PgStatus {
-    fn of(shards: Vec<RunRecord>) -> PgStatus {
+    /// The shards' state, read now.
+    pub fn read(finder: &PgFinder) -> Result<PgStatus> {
+        let (records, graph_key) = finder.read_status()?;
+        Ok(PgStatus::of(records, graph_key, &finder.settings().graph))
+    }
+
+    fn of(
+        shards: Vec<RunRecord>,
+        graph_key: Option<String>,
+        g: &finder_core::GraphSettings,
+    ) -> PgStatus {
+        let generation = shards.iter().map(|r| r.generation).max().unwrap_or(0);
+        // As the embedded index tells them: built from the last run, and with which settings.
+        let graph = graph_key.map(|key| {
+            let (current, other_settings) = finder_index::graph::key_freshness(&key, g, generation);
+            finder_index::GraphStatus {
+                current,
+                other_settings,
+            }
+        });
         PgStatus {
             backend: "postgres",
+            graph,
             sources: shards.iter().map(|r| r.sources).sum(),
             fragments: shards.iter().map(|r| r.fragments).sum(),
             committed_at: shards.iter().map(|r| r.committed_at).max().unwrap_or(0),

@@ -95,9 +95,15 @@ fn index_search_status_and_recommend_over_postgres() {
 
     let status = ok(&["status", "--index", home]);
     assert!(
-        status.contains("PostgreSQL, 1 shard") && status.contains("3 sources"),
+        status.contains("PostgreSQL, 1 shard")
+            && status.contains("3 sources")
+            && status.contains("graph: current"),
         "{status}"
     );
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--index", home, "--json"])).unwrap();
+    assert_eq!(status["graph"]["current"], true, "{status}");
+    assert_eq!(status["sources"], 3, "{status}");
     let related: serde_json::Value =
         serde_json::from_str(&ok(&["recommend", "kiln.md", "--index", home, "--json"])).unwrap();
     assert_eq!(related["hits"][0]["id"], "studio.md", "{related}");

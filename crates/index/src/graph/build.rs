@@ -348,9 +348,16 @@ pub(crate) fn graph_is_current(dir: &Path, g: &GraphSettings, generation: u64) -
 pub(crate) fn graph_freshness(dir: &Path, g: &GraphSettings, generation: u64) -> (bool, bool) {
     let gdir = dir.join(GRAPH_DIR);
     let key = std::fs::read_to_string(gdir.join(STATE_FILE)).unwrap_or_default();
-    let built = gdir.join(GRAPH_FILE).exists()
-        && key.starts_with(&format!("{FORMAT}:"))
-        && key.ends_with(&format!(":g{generation}"));
+    match gdir.join(GRAPH_FILE).exists() {
+        true => key_freshness(&key, g, generation),
+        false => (false, false),
+    }
+}
+
+/// Whether a graph stored under `key` ([`build_key`]) was built from commit `generation` in
+/// this graph format, and if so, whether with other settings than `g`.
+pub fn key_freshness(key: &str, g: &GraphSettings, generation: u64) -> (bool, bool) {
+    let built = key.starts_with(&format!("{FORMAT}:")) && key.ends_with(&format!(":g{generation}"));
     (built, built && key != build_key(g, generation))
 }
 

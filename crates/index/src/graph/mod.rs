@@ -21,8 +21,8 @@ mod store;
 mod tags;
 
 pub use build::{
-    build_graph, build_key, EntityKind, FragmentTexts, GraphData, GraphFragment, GraphParts,
-    GraphReport, GraphSource, LoadedGraph,
+    build_graph, build_key, key_freshness, EntityKind, FragmentTexts, GraphData, GraphFragment,
+    GraphParts, GraphReport, GraphSource, LoadedGraph,
 };
 pub(crate) use build::{build_graph_from, graph_freshness, graph_is_current, GRAPH_DIR};
 pub use code::code_ranges;
