@@ -1,12 +1,14 @@
 //! `finder watch` and `finder serve --watch`: index again whenever the inputs change.
 //!
-//! After events, a run reads only the changed paths (`Follower::index_changed`); the first
-//! run, a rescan and a run after lost events read every file (finder_index::watch says why).
-//! A watch's runs share a `Follower`, which keeps the source records and the graph's parts in
-//! memory from one run to the next. The
-//! vectors of what changed are built on a thread of their own, so the next lexical run never
-//! waits for embedding; requests made during a build make one more build after it. A run that
-//! finds the index busy (another writer) is retried.
+//! After events, a run reads only the changed paths (`Follower::index_changed`, or
+//! `finder_pg::index_changed` over PostgreSQL); the first run, a rescan and a run after lost
+//! events read every file (finder_index::watch says why). A watch's runs into an embedded index
+//! share a `Follower`, which keeps the source records and the graph's parts in memory from one
+//! run to the next. The vectors of what changed are built on a thread of their own, so the next
+//! lexical run never waits for embedding; requests made during a build make one more build
+//! after it (over PostgreSQL a run embeds what it writes). A run that finds the index busy
+//! (another writer) is retried; over PostgreSQL a run waits up to a minute for another node's,
+//! and after a run that failed the next change reads every input.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,9 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use finder_core::Settings;
+use finder_core::{Settings, StorageBackend};
 use finder_index::watch::{Changes, Trigger};
-use finder_index::{Follower, IndexError};
+use finder_index::{Follower, IndexError, Problem, RunCounts};
 use finder_server::Space;
 
 use crate::{models, render};
@@ -41,34 +43,44 @@ pub fn watch(
     timing: Timing,
 ) -> Result<ExitCode> {
     let settings = finder_index::load_settings(index, config)?;
-    if settings.storage.backend != finder_core::StorageBackend::Embedded {
-        anyhow::bail!(
-            "`finder watch` follows files into an embedded index only so far (storage.backend = \"postgres\"); run `finder index` after changes instead"
-        );
-    }
+    let mut target = match settings.storage.backend {
+        StorageBackend::Embedded => Target::Embedded(Follower::default()),
+        StorageBackend::Postgres => {
+            // Over PostgreSQL a run embeds as it writes, with the model a served space's API
+            // writes use.
+            let models = Arc::new(models::ModelCache::default());
+            let load: finder_server::Models =
+                Arc::new(move |settings| models.get(&settings.embed).ok().flatten());
+            let space = Space::new("watch", index, config)?.with_models(load);
+            Target::postgres(Arc::new(space))
+        }
+    };
     // Watching starts before the first run, so nothing saved during it is missed.
     let changes = Changes::new(inputs, index, timing.debounce, timing.rescan)
         .with_context(|| format!("watching the inputs of {}", index.display()))?;
     let fixed = settings.clone();
-    let vectors = vector_builder(
-        index.to_path_buf(),
-        move || Ok(fixed.clone()),
-        String::new(),
-    );
-    let mut follower = Follower::default();
-    let (line, _) = run_logged(&mut follower, index, inputs, &settings, None)?;
+    let vectors = target.builds_vectors().then(|| {
+        vector_builder(
+            index.to_path_buf(),
+            move || Ok(fixed.clone()),
+            String::new(),
+        )
+    });
+    let (line, _) = run_logged(&mut target, index, inputs, &settings, None)?;
     println!("{line}");
-    let _ = vectors.send(());
+    if let Some(vectors) = &vectors {
+        let _ = vectors.send(());
+    }
     println!(
         "watching {} input(s) for {} (Ctrl-C stops)",
         inputs.len(),
         index.display()
     );
     while let Some(trigger) = changes.wait() {
-        match run_logged(&mut follower, index, inputs, &settings, Some(&trigger)) {
+        match run_logged(&mut target, index, inputs, &settings, Some(&trigger)) {
             Ok((line, changed)) => {
                 println!("{line}");
-                if changed {
+                if let Some(vectors) = vectors.as_ref().filter(|_| changed) {
                     let _ = vectors.send(());
                 }
             }
@@ -83,11 +95,6 @@ pub fn watch(
 /// `serve --watch`: a thread per space that follows the inputs the space was indexed from,
 /// holding the space's write lock during each run (API writes wait for it, and it for them).
 pub fn follow(space: Arc<Space>, timing: Timing) -> Result<Option<String>> {
-    if space.backend() == finder_core::StorageBackend::Postgres {
-        return Ok(Some(
-            "is not followed: over PostgreSQL, run `finder index` after changes".to_string(),
-        ));
-    }
     let inputs: Vec<PathBuf> = match space.finder() {
         Ok(finder) => finder
             .status()?
@@ -121,24 +128,28 @@ pub fn follow(space: Arc<Space>, timing: Timing) -> Result<Option<String>> {
     std::thread::Builder::new()
         .name(format!("watch {}", space.name()))
         .spawn(move || {
-            let mut follower = Follower::default();
+            let mut target = match space.backend() {
+                StorageBackend::Embedded => Target::Embedded(Follower::default()),
+                StorageBackend::Postgres => Target::postgres(Arc::clone(&space)),
+            };
             while let Some(trigger) = changes.wait() {
                 let settings = match space.base_settings() {
                     Ok(s) => s,
                     Err(e) => {
                         eprintln!("finder serve: space {}: {e}", space.name());
+                        target.missed();
                         continue;
                     }
                 };
                 let outcome = {
                     let _writes = space.write_lock();
                     let dir = space.dir();
-                    run_logged(&mut follower, dir, &inputs, &settings, Some(&trigger))
+                    run_logged(&mut target, dir, &inputs, &settings, Some(&trigger))
                 };
                 match outcome {
                     Ok((line, changed)) => {
                         println!("space {}: {line}", space.name());
-                        if changed {
+                        if changed && target.builds_vectors() {
                             let _ = vectors.send(());
                         }
                     }
@@ -194,37 +205,99 @@ fn vector_builder(
     tx
 }
 
+/// What a watch runs into.
+enum Target {
+    /// An embedded index, with what its runs keep for the next one.
+    Embedded(Follower),
+    /// The shards of a PostgreSQL space. After a failed run the next one reads every input:
+    /// the failed run's changed paths are not reported again.
+    Postgres { space: Arc<Space>, failed: bool },
+}
+
+impl Target {
+    fn postgres(space: Arc<Space>) -> Target {
+        Target::Postgres {
+            space,
+            failed: false,
+        }
+    }
+
+    /// A change that no run took: over PostgreSQL the next run reads every input.
+    fn missed(&mut self) {
+        if let Target::Postgres { failed, .. } = self {
+            *failed = true;
+        }
+    }
+
+    /// Whether vectors are built after a run (over PostgreSQL a run embeds as it writes).
+    fn builds_vectors(&self) -> bool {
+        matches!(self, Target::Embedded(_))
+    }
+
+    /// One run after `changed` paths (`None`: over every input): what it counted, and the
+    /// problems it met.
+    fn run(
+        &mut self,
+        index: &Path,
+        inputs: &[PathBuf],
+        settings: &Settings,
+        changed: Option<&[PathBuf]>,
+    ) -> Result<(RunCounts, Vec<Problem>)> {
+        match self {
+            Target::Embedded(follower) => {
+                let mut tries = 0;
+                loop {
+                    let run = match changed {
+                        Some(paths) => {
+                            follower.index_changed(index, inputs, paths, settings, &mut |_| {})
+                        }
+                        None => follower.index_inputs(index, inputs, settings, &mut |_| {}),
+                    };
+                    match run {
+                        Err(IndexError::Busy(_)) if tries < BUSY_TRIES => {
+                            tries += 1;
+                            std::thread::sleep(BUSY_RETRY);
+                        }
+                        other => {
+                            let report = other
+                                .with_context(|| format!("indexing into {}", index.display()))?;
+                            return Ok((report.counts, report.problems));
+                        }
+                    }
+                }
+            }
+            // A run waits for another node's run itself (its write lock), up to a minute.
+            Target::Postgres { space, failed } => {
+                let changed = changed.filter(|_| !*failed);
+                *failed = true;
+                let report = finder_server::index_pg_inputs(space, inputs, changed)
+                    .with_context(|| format!("indexing into the shards of {}", index.display()))?;
+                *failed = false;
+                Ok((report.counts, report.problems))
+            }
+        }
+    }
+}
+
 /// One lexical run for `trigger` (none: the first run), retried while another writer holds
 /// the index: a one-line account of it, and whether it changed anything.
 fn run_logged(
-    follower: &mut Follower,
+    target: &mut Target,
     index: &Path,
     inputs: &[PathBuf],
     settings: &Settings,
     trigger: Option<&Trigger>,
 ) -> Result<(String, bool)> {
     let started = Instant::now();
-    let mut tries = 0;
     let why = trigger.map_or_else(|| "first run".to_string(), why);
-    let report = loop {
-        let run = match trigger {
-            Some(Trigger::Changed(paths)) => {
-                follower.index_changed(index, inputs, paths, settings, &mut |_| {})
-            }
-            _ => follower.index_inputs(index, inputs, settings, &mut |_| {}),
-        };
-        match run {
-            Err(IndexError::Busy(_)) if tries < BUSY_TRIES => {
-                tries += 1;
-                std::thread::sleep(BUSY_RETRY);
-            }
-            other => break other.with_context(|| format!("indexing into {}", index.display()))?,
-        }
+    let changed = match trigger {
+        Some(Trigger::Changed(paths)) => Some(paths.as_slice()),
+        _ => None,
     };
-    for problem in &report.problems {
+    let (c, problems) = target.run(index, inputs, settings, changed)?;
+    for problem in &problems {
         eprintln!("warning: {problem}");
     }
-    let c = report.counts;
     let line = format!(
         "{why}: {} added, {} updated, {} removed ({:.2} s)",
         c.added,

@@ -52,7 +52,10 @@ pub use tuning::{install_process_tuning, ProcessTuning, TuningGuard};
 pub use vector::{
     build_vectors, fragment_text_to_embed, VectorProgress, VectorReport, VectorState,
 };
-pub use writer::{index_changed, index_inputs, Admit, Follower, Progress, RunPlan, RunReport};
+pub use writer::{
+    index_changed, index_inputs, read_input_at, Admit, Focus, Follower, Progress, RunPlan,
+    RunReport,
+};
 
 /// Threads for work shared out over the cores (HNSW batches, mention scans): the available
 /// parallelism, at most 8.

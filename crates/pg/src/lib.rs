@@ -33,6 +33,6 @@ pub use finder::PgFinder;
 pub use node::{NodeVectors, SyncReport};
 pub use schema::RunRecord;
 pub use writer::{
-    index_inputs, index_inputs_with, read_documents, write_documents, DocumentChange, PgRunReport,
-    API_ORIGIN,
+    index_changed, index_inputs, index_inputs_with, read_documents, write_documents,
+    DocumentChange, PgFollower, PgRunReport, API_ORIGIN,
 };

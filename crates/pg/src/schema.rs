@@ -106,6 +106,16 @@ CREATE TABLE IF NOT EXISTS finder_documents (
     id text PRIMARY KEY,
     record text NOT NULL
 );
+-- The graph and its parts come compressed (graph.rs, `pack`): not compressed again. A role
+-- that does not own the tables leaves them as they are (PostgreSQL compresses in vain).
+DO $$ BEGIN
+    IF EXISTS (SELECT 1 FROM pg_attribute WHERE attname = 'data' AND attstorage <> 'e'
+               AND attrelid IN ('finder_graph'::regclass, 'finder_graph_parts'::regclass)) THEN
+        ALTER TABLE finder_graph ALTER COLUMN data SET STORAGE EXTERNAL;
+        ALTER TABLE finder_graph_parts ALTER COLUMN data SET STORAGE EXTERNAL;
+    END IF;
+EXCEPTION WHEN insufficient_privilege THEN NULL;
+END $$;
 ";
 
 /// What the last run left in a shard, stored with it (the embedded index's `CommitInfo`).

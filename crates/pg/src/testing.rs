@@ -217,3 +217,11 @@ impl Drop for Database {
         }
     }
 }
+
+/// The JSON of a stored graph or its parts (`finder_graph.data`, `finder_graph_parts.data`),
+/// which are stored compressed.
+pub fn stored_json(bytes: &[u8]) -> Vec<u8> {
+    crate::graph::unpack(bytes)
+        .expect("a readable stored graph")
+        .into_owned()
+}

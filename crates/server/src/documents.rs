@@ -535,6 +535,32 @@ fn write_to_shards(
     Ok(take_back_refused(&report.problems, before, after))
 }
 
+/// A run of `inputs` into a PostgreSQL space's shards, over the `changed` paths under them
+/// (every input when `None`), embedded with the model its API writes use. `serve --watch`
+/// calls it with the space's write lock held; `finder watch` with a space of its own.
+pub fn index_pg_inputs(
+    space: &Space,
+    inputs: &[PathBuf],
+    changed: Option<&[PathBuf]>,
+) -> Result<finder_pg::PgRunReport> {
+    // The space's settings as its files say, not those of an opened store: a watch that
+    // serves no queries never opens one.
+    let settings = space.base_settings()?;
+    let embedder = space.models().and_then(|load| load(&settings));
+    let config = pg_config(space)?;
+    let embedder = embedder.as_deref();
+    let mut follower = space.pg_follower();
+    let report = match changed {
+        Some(changed) => {
+            follower.index_changed(&config, inputs, changed, &settings, embedder, &mut |_| {})
+        }
+        None => follower.index_inputs(&config, inputs, &settings, embedder, &mut |_| {}),
+    };
+    drop(follower);
+    space.forget_reader();
+    report.map_err(store_err(space))
+}
+
 /// The space's source count and commit time after a batch, for its answers.
 fn acknowledge(space: &Space) -> Result<(u64, u64)> {
     let status = space.finder()?.status().map_err(store_err(space))?;

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use access::{Access, Grants};
-pub use documents::API_SOURCES;
+pub use documents::{index_pg_inputs, API_SOURCES};
 pub use error::{Result, ServerError};
 pub use http::router;
 pub use mcp::{http_service as mcp_http_service, Detail, McpServer};

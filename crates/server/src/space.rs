@@ -51,6 +51,8 @@ pub struct Space {
     /// even when the commit left the folder's stamp as it was (timestamps are coarse).
     epoch: AtomicU64,
     writes: Mutex<()>,
+    /// What a watch's runs into PostgreSQL keep for the next one (taken under `writes`).
+    follower: Mutex<finder_pg::PgFollower>,
     queue: WriteQueue,
     opener: Option<Opener>,
     after_write: Option<AfterWrite>,
@@ -97,6 +99,7 @@ impl Space {
             opened: RwLock::new(None),
             epoch: AtomicU64::new(0),
             writes: Mutex::new(()),
+            follower: Mutex::default(),
             queue: WriteQueue::default(),
             opener: None,
             after_write: None,
@@ -255,6 +258,14 @@ impl Space {
         // A panic in an earlier write leaves nothing half-done on disk (commits are atomic),
         // so a poisoned lock is safe to take.
         self.writes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What a watch's runs into the space's shards keep for the next one; taken with the
+    /// write lock held. API writes keep nothing: a served space that is not watched holds no
+    /// copy of every source's record.
+    pub(crate) fn pg_follower(&self) -> MutexGuard<'_, finder_pg::PgFollower> {
+        // A run that panicked left what it took empty: the next one reads the shards.
+        self.follower.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn stamp(&self) -> Option<Stamp> {

@@ -35,6 +35,18 @@ fn ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
+/// A folder `dir` holding only the settings of a PostgreSQL store at `url` (embed none).
+fn pg_home(dir: &Path, url: &str) -> PathBuf {
+    write(
+        dir,
+        "finder.toml",
+        &format!(
+            "[embed]\nbackend = \"none\"\n\n[storage]\nbackend = \"postgres\"\nurls = [\"{url}\"]\n"
+        ),
+    );
+    dir.to_path_buf()
+}
+
 fn write(root: &Path, rel: &str, text: &str) -> PathBuf {
     let p = root.join(rel);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();

@@ -29,16 +29,7 @@ fn index_search_status_and_recommend_over_postgres() {
         "# Harbor\n\nFerry timetable and mooring fees.\n",
     )
     .unwrap();
-    let home = tmp.path().join("pg");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(
-        home.join("finder.toml"),
-        format!(
-            "[embed]\nbackend = \"none\"\n\n[storage]\nbackend = \"postgres\"\nurls = [\"{}\"]\n",
-            db.url
-        ),
-    )
-    .unwrap();
+    let home = crate::pg_home(&tmp.path().join("pg"), &db.url);
     let (notes, home) = (notes.to_str().unwrap(), home.to_str().unwrap());
 
     let first = ok(&["index", notes, "--index", home, "--json"]);

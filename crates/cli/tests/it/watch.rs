@@ -1,5 +1,5 @@
 //! `finder watch`: the index follows creates, edits, renames, deletes and ignore rules, and
-//! ends equal to a clean build of the same files.
+//! ends equal to a clean build of the same files; over PostgreSQL too.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -132,5 +132,59 @@ fn watch_follows_creates_edits_renames_deletes_and_ignore_rules() {
     }
     for query in ["refresh token", "caldera", "snapshots", "cache warmup"] {
         assert_eq!(ids(&index, query), ids(&clean, query), "{query}");
+    }
+}
+
+#[test]
+fn watch_follows_files_into_postgres_as_a_run_over_every_file() {
+    let Some(server) = finder_pg::testing::server("finder watch over postgres") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let notes = crate::notes(tmp.path());
+    // A folder holding only the settings, one per database.
+    let home = |name: &str| {
+        let db = server.database(name);
+        let home = crate::pg_home(&tmp.path().join(name), &db.url);
+        (db, home)
+    };
+    let (_watched_db, watched) = home("watched");
+    let child = Command::new(env!("CARGO_BIN_EXE_finder"))
+        .args(["watch", notes.to_str().unwrap(), "--index"])
+        .arg(&watched)
+        .args(["--debounce-ms", "50", "--rescan-secs", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start finder watch");
+    let _watching = Watching(child);
+    until_found(&watched, "snapshots", &["backups.md"]);
+
+    write(&notes, "glacier.md", "# Glacier\n\nMoraine and crevasse.\n");
+    until_found(&watched, "moraine", &["glacier.md"]);
+    write(&notes, "glacier.md", "# Volcano\n\nCaldera and tephra.\n");
+    until_found(&watched, "caldera", &["glacier.md"]);
+    until_found(&watched, "moraine", &[]);
+    std::fs::rename(notes.join("glacier.md"), notes.join("misc/volcano.md")).unwrap();
+    until_found(&watched, "caldera", &["misc/volcano.md"]);
+    std::fs::remove_file(notes.join("backups.md")).unwrap();
+    until_found(&watched, "snapshots", &[]);
+
+    // What the watch left equals a run over every file into another database.
+    let (_clean_db, clean) = home("clean");
+    ok(&[
+        "index",
+        notes.to_str().unwrap(),
+        "--index",
+        clean.to_str().unwrap(),
+    ]);
+    let (w, c) = (&status(&watched)["shards"][0], &status(&clean)["shards"][0]);
+    assert_eq!(
+        (&w["sources"], &w["fragments"]),
+        (&c["sources"], &c["fragments"]),
+        "{w} vs {c}"
+    );
+    for query in ["refresh token", "caldera", "snapshots", "cache warmup"] {
+        assert_eq!(ids(&watched, query), ids(&clean, query), "{query}");
     }
 }

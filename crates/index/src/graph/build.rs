@@ -120,6 +120,9 @@ pub struct GraphReport {
     /// Fragments whose texts were read: those of changed sources, or every one when the
     /// build starts over or a new name must be looked for everywhere (`graph/parts.json`).
     pub texts_read: usize,
+    /// Sources whose records the build read from the store: none when the run (or a
+    /// follower) held them.
+    pub records_read: usize,
     pub seconds: f64,
 }
 
@@ -396,9 +399,13 @@ pub(crate) fn build_graph_from(
     let built_from = info.as_ref().map_or(0, |i| i.committed_at);
     let generation = info.as_ref().map_or(0, |i| i.generation);
     drop(index);
-    let sources = match records {
-        Some(records) => sources_of(records.values()),
-        None => read_sources(dir, fields)?,
+    let (sources, records_read) = match records {
+        Some(records) => (sources_of(records.values()), 0),
+        None => {
+            let sources = read_sources(dir, fields)?;
+            let read = sources.len();
+            (sources, read)
+        }
     };
     let texts = Stored {
         dir,
@@ -421,6 +428,7 @@ pub(crate) fn build_graph_from(
     let file = extract(sources, &texts, g, built_from, &mut aside, Some(&mut parts))?;
     drop(texts);
     let mut report = report_of(&file);
+    report.records_read = records_read;
     std::fs::create_dir_all(&gdir).map_err(io(&gdir))?;
     let path = gdir.join(GRAPH_FILE);
     let tmp = gdir.join("graph.json.tmp");

@@ -21,9 +21,11 @@ use crate::stored::{commit_info, commit_stamp, load_catalog, open_or_create};
 use crate::{ingest, store_error};
 
 mod commit;
+mod focus;
 mod plan;
 mod run;
 
+pub use focus::{read_input_at, Focus};
 pub use plan::{Admit, RunPlan};
 
 /// The name of an indexing run's lock and progress files in the index folder ([`LiveRun`]).
@@ -134,25 +136,8 @@ fn changed_run(
     progress: &mut dyn FnMut(Progress<'_>),
     follower: Option<&mut Follower>,
 ) -> Result<RunReport> {
-    let folders: Vec<Option<PathBuf>> = inputs
-        .iter()
-        .map(|i| i.canonicalize().ok().filter(|c| c.is_dir()))
-        .collect();
-    let mut focus: Vec<Vec<PathBuf>> = vec![Vec::new(); inputs.len()];
-    let mut every_input = false;
-    for path in changed {
-        let ignore_file = path
-            .file_name()
-            .is_some_and(|n| ingest::IGNORE_FILES.iter().any(|f| n == *f));
-        let at = folders
-            .iter()
-            .position(|f| f.as_ref().is_some_and(|f| path.starts_with(f) && path != f));
-        match at {
-            Some(at) if !ignore_file => focus[at].push(path.clone()),
-            _ => every_input = true,
-        }
-    }
-    let focus = (!every_input).then_some(focus.as_slice());
+    let focus = Focus::of(inputs, changed);
+    let focus = focus.as_ref().map(Focus::as_slice);
     let limit = ONE_THREAD_MAX_INPUT_BYTES;
     run_inputs(dir, inputs, settings, progress, limit, focus, follower)
 }
@@ -263,12 +248,7 @@ fn run_inputs(
     // A rebuild reads everything; so does a first run.
     let focus = focus.filter(|_| !(rebuild || outdated || info.is_none()));
     if let Some(focus) = focus {
-        for ((input, origin), paths) in inputs.iter().zip(plan.origins.clone()).zip(focus) {
-            // An input with no changed path keeps all its sources: it decides about none.
-            let root = input.canonicalize().unwrap_or_else(|_| input.clone());
-            let ids = paths.iter().map(|p| ingest::relative(&root, p)).collect();
-            plan.limit_to(&origin, ids);
-        }
+        focus::limit(&mut plan, inputs, focus);
     }
 
     // A small run is written by one thread, into one segment: the build needs no merge.

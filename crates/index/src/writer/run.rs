@@ -123,13 +123,8 @@ pub(super) fn write_sources(
                 Err(e) => failure = Some(store_error(dir, e)),
             }
         };
-        match paths {
-            Some(paths) => ingest::read_notes_at(input, paths, origin, &settings.index, &mut sink),
-            None => {
-                ingest::read_input(input, origin, &settings.index, &mut sink)
-                    .map_err(IndexError::Input)?;
-            }
-        }
+        super::read_input_at(input, paths, origin, &settings.index, &mut sink)
+            .map_err(IndexError::Input)?;
         if let Some(e) = failure.take() {
             return Err(e);
         }

@@ -211,7 +211,8 @@ fn stored_graph(url: &str) -> serde_json::Value {
     let row = client
         .query_one("SELECT data FROM finder_graph WHERE id = 1", &[])
         .unwrap();
-    let mut graph: serde_json::Value = serde_json::from_slice(&row.get::<_, Vec<u8>>(0)).unwrap();
+    let json = finder_pg::testing::stored_json(&row.get::<_, Vec<u8>>(0));
+    let mut graph: serde_json::Value = serde_json::from_slice(&json).unwrap();
     let fields = graph.as_object_mut().unwrap();
     fields.remove("built_from");
     fields.remove("texts_read");
@@ -252,16 +253,7 @@ fn a_run_reads_only_the_changed_texts_and_builds_the_graph_a_fresh_build_would()
         server.database("graph_inc_a"),
         server.database("graph_inc_b"),
     );
-    let config = PgConfig {
-        shards: [&a, &b]
-            .iter()
-            .map(|db| ShardUrls {
-                write: db.url.clone(),
-                read: Vec::new(),
-            })
-            .collect(),
-        tls_ca: None,
-    };
+    let config = two_shards(&a, &b);
     let tmp = tempfile::tempdir().unwrap();
     let inputs = write_vault(tmp.path());
     let settings = settings();
@@ -344,4 +336,191 @@ fn a_run_reads_only_the_changed_texts_and_builds_the_graph_a_fresh_build_would()
     // An empty note (a source without fragments) is named by its file.
     std::fs::write(inputs[0].join("empty.md"), "").unwrap();
     check("a new title", usize::MAX);
+}
+
+/// Every source the shards hold, as `(id, hash, origin)`, in id order.
+fn stored_sources(config: &PgConfig) -> Vec<(String, String, String)> {
+    let mut all = Vec::new();
+    for shard in &config.shards {
+        let mut client = postgres::Client::connect(&shard.write, postgres::NoTls).unwrap();
+        for row in client
+            .query("SELECT id, hash, origin FROM finder_sources", &[])
+            .unwrap()
+        {
+            all.push((row.get(0), row.get(1), row.get(2)));
+        }
+    }
+    all.sort();
+    all
+}
+
+fn two_shards(a: &support::Database, b: &support::Database) -> PgConfig {
+    PgConfig {
+        shards: [a, b]
+            .iter()
+            .map(|db| ShardUrls {
+                write: db.url.clone(),
+                read: Vec::new(),
+            })
+            .collect(),
+        tls_ca: None,
+    }
+}
+
+#[test]
+fn a_followed_run_over_the_changed_paths_ends_where_a_run_over_every_file_does() {
+    let Some(server) = support::server("focused runs") else {
+        return;
+    };
+    let dbs: Vec<support::Database> = ["focus_a", "focus_b", "whole_a", "whole_b"]
+        .iter()
+        .map(|name| server.database(name))
+        .collect();
+    let (focused, whole) = (two_shards(&dbs[0], &dbs[1]), two_shards(&dbs[2], &dbs[3]));
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs = write_vault(tmp.path());
+    let settings = settings();
+    let mut follower = finder_pg::PgFollower::default();
+    let first = follower
+        .index_inputs(&focused, &inputs, &settings, None, &mut |_| {})
+        .unwrap();
+    assert_eq!(first.graph.unwrap().records_read, first.sources as usize);
+    let notes = inputs[0].canonicalize().unwrap();
+
+    // Each step changes files and hands the run the paths a watcher would report.
+    let step = |follower: &mut finder_pg::PgFollower,
+                what: &str,
+                changed: &[PathBuf],
+                expected: (u64, u64, u64)| {
+        let run = follower
+            .index_changed(&focused, &inputs, changed, &settings, None, &mut |_| {})
+            .unwrap();
+        let c = run.counts;
+        // Nothing outside the changed paths is read: no source is found unchanged.
+        assert_eq!(
+            (c.added, c.updated, c.removed, c.unchanged),
+            (expected.0, expected.1, expected.2, 0),
+            "{what}: {c:?}"
+        );
+        // The follower held every source's record: the graph read none from the shards.
+        assert_eq!(run.graph.unwrap().records_read, 0, "{what}");
+        let built = finder_pg::index_inputs(&whole, &inputs, &settings).unwrap();
+        assert_eq!(built.sources, run.sources, "{what}");
+        assert_eq!(
+            stored_sources(&focused),
+            stored_sources(&whole),
+            "{what}: the sources differ from a run over every file"
+        );
+        assert_eq!(
+            stored_graph(&dbs[0].url),
+            stored_graph(&dbs[2].url),
+            "{what}: the graph differs from a run over every file"
+        );
+        let (a, b) = (
+            PgFinder::open(&focused, settings.clone()).unwrap(),
+            PgFinder::open(&whole, settings.clone()).unwrap(),
+        );
+        for q in QUERIES {
+            let x = a.search(q, &settings, 0, 10).unwrap();
+            let y = b.search(q, &settings, 0, 10).unwrap();
+            assert_eq!(ranking(&x), ranking(&y), "{what}: `{q}`");
+        }
+    };
+
+    std::fs::write(
+        notes.join("kiln-2.md"),
+        "# kiln 2\n\nNow about the [[harbor-1]] ferry and its mooring.\n",
+    )
+    .unwrap();
+    step(
+        &mut follower,
+        "an edit",
+        &[notes.join("kiln-2.md")],
+        (0, 1, 0),
+    );
+
+    std::fs::create_dir_all(notes.join("sheds")).unwrap();
+    std::fs::write(
+        notes.join("sheds/tool-shed.md"),
+        "# Tool shed\n\nPruning saws for the [[orchard-2]]. #orchard\n",
+    )
+    .unwrap();
+    // An empty note is stored with one empty fragment, which the graph holds too.
+    std::fs::write(notes.join("sheds/empty.md"), "").unwrap();
+    std::fs::remove_file(notes.join("harbor-4.md")).unwrap();
+    let changed = [notes.join("sheds"), notes.join("harbor-4.md")];
+    step(
+        &mut follower,
+        "a new folder and a delete",
+        &changed,
+        (2, 0, 1),
+    );
+
+    std::fs::rename(notes.join("sheds"), notes.join("barns")).unwrap();
+    let changed = [notes.join("sheds"), notes.join("barns")];
+    step(&mut follower, "a folder renamed", &changed, (2, 0, 2));
+
+    // Another writer's run: the follower's records are behind, and the next build reads the
+    // shards again.
+    std::fs::write(
+        notes.join("orchard-1.md"),
+        "# orchard 1\n\nBlossom and frost, after the [[kiln-2]] firing.\n",
+    )
+    .unwrap();
+    finder_pg::index_inputs(&focused, &inputs, &settings).unwrap();
+    std::fs::write(notes.join("orchard-1.md"), "# orchard 1\n\nFrost again.\n").unwrap();
+    let orchard = [notes.join("orchard-1.md")];
+    let run = follower
+        .index_changed(&focused, &inputs, &orchard, &settings, None, &mut |_| {})
+        .unwrap();
+    assert_eq!(run.graph.unwrap().records_read, run.sources as usize);
+    // A save that changed nothing builds no graph, and keeps what the follower holds.
+    let run = follower
+        .index_changed(&focused, &inputs, &orchard, &settings, None, &mut |_| {})
+        .unwrap();
+    assert_eq!((run.counts.unchanged, run.graph.is_none()), (1, true));
+    std::fs::write(
+        notes.join("kiln-2.md"),
+        "# kiln 2\n\nBack to glaze and cone.\n",
+    )
+    .unwrap();
+    step(
+        &mut follower,
+        "an edit after that",
+        &[notes.join("kiln-2.md")],
+        (0, 1, 0),
+    );
+}
+
+#[test]
+fn a_followed_run_that_lost_its_model_leaves_the_vectors_as_they_are() {
+    let Some(server) = support::server("lost model") else {
+        return;
+    };
+    let db = server.database("lost_model");
+    let config = PgConfig::single(&db.url);
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs = write_vault(tmp.path());
+    let settings = settings();
+    finder_pg::index_inputs(&config, &inputs, &settings).unwrap();
+    // A watch whose model did not load: the run would rebuild every shard without vectors.
+    let mut without = settings.clone();
+    without.embed.backend = finder_core::EmbedBackend::Minilm;
+    let mut follower = finder_pg::PgFollower::default();
+    let refused = follower
+        .index_inputs(&config, &inputs, &without, None, &mut |_| {})
+        .unwrap_err();
+    assert!(refused.to_string().contains("did not load"), "{refused}");
+    let records = PgFinder::open(&config, settings.clone())
+        .unwrap()
+        .read_records()
+        .unwrap();
+    assert_eq!(records[0].model.as_deref(), Some("precomputed/8"));
+    assert_eq!(records[0].generation, 1);
+    // Without vectors on purpose, the run rebuilds the shards without them.
+    without.embed.backend = finder_core::EmbedBackend::None;
+    let run = follower
+        .index_inputs(&config, &inputs, &without, None, &mut |_| {})
+        .unwrap();
+    assert!(run.rebuilt);
 }
