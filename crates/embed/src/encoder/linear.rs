@@ -2,9 +2,10 @@
 //! activations per row (token) to 16-bit integers as they arrive, products summed exactly in
 //! `i32`.
 //!
-//! Two kernels compute the same integers: one with AVX-512 VNNI (`vpdpwssd`, 32 products an
-//! instruction, twice an f32 FMA's) and a portable one. The float epilogue is the same
-//! sequence of operations in both, so a vector does not depend on which kernel ran.
+//! Three kernels compute the same integers: one with AVX-512 VNNI (`vpdpwssd`, 32 products an
+//! instruction, twice an f32 FMA's), one with AVX2 (`vpmaddwd`, 16) and a portable one. The
+//! float epilogue is the same sequence of operations in all three, so a vector does not depend
+//! on which kernel ran.
 //!
 //! Both operands are symmetric (`x ≈ s·q`). A row's integer range is as wide as the layer
 //! allows without any sum overflowing `i32` (`k · 1023 · range < 2³¹`): ±1,366 for a
@@ -13,7 +14,8 @@
 //! products) lost too much on BERT's outlier dimensions. docs/perf/int16-encoder.md has the
 //! measurements.
 
-/// Output columns a packed block holds: one 512-bit register of `i32` sums.
+/// Output columns a packed block holds: one 512-bit register of `i32` sums (two 256-bit ones
+/// for AVX2).
 pub(crate) const LANES: usize = 16;
 /// Inputs one `vpdpwssd` lane sums.
 const GROUP: usize = 2;
@@ -24,21 +26,34 @@ const WEIGHT_MAX: i32 = 1023;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kernel {
     Vnni,
+    Avx2,
     Portable,
 }
 
 impl Kernel {
     /// The fastest kernel this CPU runs.
     pub(crate) fn detect() -> Kernel {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f")
-                && std::arch::is_x86_feature_detected!("avx512vnni")
-            {
-                return Kernel::Vnni;
+        [Kernel::Vnni, Kernel::Avx2]
+            .into_iter()
+            .find(|k| k.runs_here())
+            .unwrap_or(Kernel::Portable)
+    }
+
+    /// Whether this CPU has the features the kernel needs (the standard library caches the
+    /// answers, so asking costs a load).
+    pub(crate) fn runs_here(self) -> bool {
+        match self {
+            Kernel::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Vnni => {
+                std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512vnni")
             }
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
         }
-        Kernel::Portable
     }
 }
 
@@ -126,8 +141,11 @@ impl QLinear {
         out.resize(rows * np, 0.0);
         match kernel {
             #[cfg(target_arch = "x86_64")]
-            // Safety: `Kernel::Vnni` is chosen only when the CPU has these features.
-            Kernel::Vnni => unsafe { vnni::gemm(self, q, out) },
+            // Safety: the CPU's features are checked here.
+            Kernel::Vnni if kernel.runs_here() => unsafe { vnni::gemm(self, q, out) },
+            #[cfg(target_arch = "x86_64")]
+            // Safety: as above.
+            Kernel::Avx2 if kernel.runs_here() => unsafe { avx2::gemm(self, q, out) },
             _ => portable_gemm(self, q, out),
         }
         if np != self.n {
@@ -191,8 +209,10 @@ fn portable_gemm(w: &QLinear, q: &Quantized, out: &mut [f32]) {
             let mut acc = [0i32; LANES];
             for (av, bv) in a.chunks_exact(GROUP).zip(b.chunks_exact(LANES * GROUP)) {
                 for (sum, wv) in acc.iter_mut().zip(bv.chunks_exact(GROUP)) {
+                    // The sums cannot overflow (`QLinear::new` sizes the range for it); wrapping
+                    // operations let the loop vectorise where overflow checks are on.
                     for (&x, &y) in av.iter().zip(wv) {
-                        *sum += i32::from(x) * i32::from(y);
+                        *sum = sum.wrapping_add(i32::from(x).wrapping_mul(i32::from(y)));
                     }
                 }
             }
@@ -304,6 +324,87 @@ mod vnni {
     }
 }
 
+/// The same integers with AVX2's `vpmaddwd`: two products summed into each `i32` lane, then
+/// added to the sum; a block of 16 columns is two 256-bit registers.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::{QLinear, Quantized, GROUP, LANES};
+
+    // A step reads one `i32` pair of activations and two registers of weights.
+    const _: () = assert!(GROUP == 2 && LANES == 16);
+
+    /// Rows a tile computes at once against one block of 16 columns: 12 accumulators, two
+    /// weight registers and the broadcast activations fill AVX2's 16.
+    const ROWS: usize = 6;
+
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn gemm(w: &QLinear, q: &Quantized, out: &mut [f32]) {
+        let blocks = w.scales.len() / LANES;
+        let rows = q.scales.len();
+        for block in 0..blocks {
+            let mut r0 = 0;
+            while r0 < rows {
+                let nr = (rows - r0).min(ROWS);
+                // Const shapes keep the accumulators in registers.
+                match nr {
+                    6 => tile::<6>(w, q, out, r0, block),
+                    5 => tile::<5>(w, q, out, r0, block),
+                    4 => tile::<4>(w, q, out, r0, block),
+                    3 => tile::<3>(w, q, out, r0, block),
+                    2 => tile::<2>(w, q, out, r0, block),
+                    _ => tile::<1>(w, q, out, r0, block),
+                }
+                r0 += nr;
+            }
+        }
+    }
+
+    /// Rows `r0..r0 + R` × the 16 columns of `block`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn tile<const R: usize>(
+        w: &QLinear,
+        q: &Quantized,
+        out: &mut [f32],
+        r0: usize,
+        block: usize,
+    ) {
+        let k = w.k;
+        let steps = k / GROUP;
+        let a = q.data.as_ptr().add(r0 * k);
+        let b = w.packed.as_ptr().add(block * LANES * k);
+        let mut acc = [[_mm256_setzero_si256(); 2]; R];
+        for s in 0..steps {
+            let step = b.add(s * LANES * GROUP);
+            let lo = _mm256_loadu_si256(step.cast());
+            let hi = _mm256_loadu_si256(step.add(LANES).cast());
+            for (r, sum) in acc.iter_mut().enumerate() {
+                // Two consecutive activations, broadcast to every lane.
+                let pair = (a.add(r * k + s * GROUP) as *const i32).read_unaligned();
+                let av = _mm256_set1_epi32(pair);
+                sum[0] = _mm256_add_epi32(sum[0], _mm256_madd_epi16(av, lo));
+                sum[1] = _mm256_add_epi32(sum[1], _mm256_madd_epi16(av, hi));
+            }
+        }
+        // The same operations as `QLinear::dequantize`, 8 columns at a time.
+        let np = w.scales.len();
+        for (r, sum) in acc.iter().enumerate() {
+            let row_scale = _mm256_set1_ps(q.scales[r0 + r]);
+            for (half, &sum) in sum.iter().enumerate() {
+                let j = block * LANES + half * (LANES / 2);
+                let x = _mm256_mul_ps(_mm256_cvtepi32_ps(sum), row_scale);
+                let x = _mm256_mul_ps(x, _mm256_loadu_ps(w.scales.as_ptr().add(j)));
+                let y = _mm256_add_ps(x, _mm256_loadu_ps(w.bias.as_ptr().add(j)));
+                _mm256_storeu_ps(out.as_mut_ptr().add((r0 + r) * np + j), y);
+            }
+        }
+    }
+}
+
 /// Multiply-adds per second of the kernel this CPU runs, on `threads` threads for about
 /// `seconds`: one MiniLM feed-forward product (256 tokens × 384 inputs × 1,536 outputs) again
 /// and again, quantization and epilogue included. The ceiling `finder-bench embed-speed`
@@ -392,40 +493,64 @@ mod tests {
         }
     }
 
-    /// The widest activations and weights of the widest layer do not overflow a sum.
+    /// The kernels this CPU runs.
+    fn kernels() -> Vec<Kernel> {
+        [Kernel::Vnni, Kernel::Avx2, Kernel::Portable]
+            .into_iter()
+            .filter(|k| k.runs_here())
+            .collect()
+    }
+
+    /// The widest activations and weights of the widest layer do not overflow a sum, in any
+    /// kernel this CPU runs.
     #[test]
     fn extreme_values_do_not_overflow() {
         let (n, k) = (16, 1536);
         let w = vec![-1.0f32; n * k];
         let x = vec![-3.0f32; 2 * k];
         let lin = QLinear::new(&w, &vec![0.0; n], n, k);
-        let mut out = Vec::new();
-        lin.forward(Kernel::Portable, &x, k, &mut Quantized::default(), &mut out);
-        for v in out {
-            assert!((v - 3.0 * k as f32).abs() < 1e-2 * k as f32, "{v}");
+        for kernel in kernels() {
+            let mut out = Vec::new();
+            lin.forward(kernel, &x, k, &mut Quantized::default(), &mut out);
+            for v in out {
+                assert!(
+                    (v - 3.0 * k as f32).abs() < 1e-2 * k as f32,
+                    "{kernel:?}: {v}"
+                );
+            }
         }
     }
 
-    /// The VNNI kernel gives the same bits as the portable one (where the CPU has it).
+    /// The kernels this CPU runs give the same bits as the portable one, for every height of
+    /// a tile (1 to 6 rows, and more than one tile).
     #[test]
     fn kernels_agree_exactly() {
-        if Kernel::detect() != Kernel::Vnni {
-            eprintln!("skipping: this CPU has no AVX-512 VNNI");
+        let fast: Vec<Kernel> = kernels()
+            .into_iter()
+            .filter(|k| *k != Kernel::Portable)
+            .collect();
+        if fast.is_empty() {
+            eprintln!("skipping: this CPU has neither AVX-512 VNNI nor AVX2");
             return;
         }
-        for (rows, n, k) in [(1, 16, 2), (5, 40, 31), (13, 70, 385), (37, 1536, 384)] {
-            let (w, b) = layer(n, k, 3);
-            let (x, _) = layer(rows, k, 5);
-            let lin = QLinear::new(&w, &b, n, k);
-            let (mut fast, mut slow) = (Vec::new(), Vec::new());
-            let mut q = Quantized::default();
-            lin.forward(Kernel::Vnni, &x, k, &mut q, &mut fast);
-            lin.forward(Kernel::Portable, &x, k, &mut q, &mut slow);
-            let same = fast
-                .iter()
-                .zip(&slow)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "kernels differ at {rows}×{n}×{k}");
+        let shapes = [(1, 16, 2), (5, 40, 31), (13, 70, 385), (37, 1536, 384)]
+            .into_iter()
+            .chain([2, 3, 4, 6, 7, 8, 9, 10, 11, 12].map(|rows| (rows, 40, 31)));
+        for kernel in fast {
+            for (rows, n, k) in shapes.clone() {
+                let (w, b) = layer(n, k, 3);
+                let (x, _) = layer(rows, k, 5);
+                let lin = QLinear::new(&w, &b, n, k);
+                let (mut got, mut want) = (Vec::new(), Vec::new());
+                let mut q = Quantized::default();
+                lin.forward(kernel, &x, k, &mut q, &mut got);
+                lin.forward(Kernel::Portable, &x, k, &mut q, &mut want);
+                let same = got
+                    .iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{kernel:?} differs from portable at {rows}×{n}×{k}");
+            }
         }
     }
 }

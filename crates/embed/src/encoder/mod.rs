@@ -171,7 +171,7 @@ impl Encoder {
             Kernel::Vnni => unsafe { self.embed_avx512(ids, scratch) },
             #[cfg(target_arch = "x86_64")]
             // Safety: checked here.
-            Kernel::Portable
+            Kernel::Avx2 | Kernel::Portable
                 if std::arch::is_x86_feature_detected!("avx2")
                     && std::arch::is_x86_feature_detected!("fma") =>
             unsafe { self.embed_avx2(ids, scratch) },
@@ -186,7 +186,7 @@ impl Encoder {
         self.embed_in(ids, scratch)
     }
 
-    /// The same code for CPUs with AVX2 and FMA but no VNNI (the portable integer kernel).
+    /// The same code for CPUs with AVX2 and FMA but no VNNI.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn embed_avx2(&self, ids: &[u32], scratch: &mut Scratch) -> Result<Vec<f32>, String> {
@@ -263,8 +263,9 @@ impl Encoder {
 mod tests {
     use super::*;
 
-    /// Every code path (VNNI with AVX-512 floats, the portable kernel with AVX2 floats, the
-    /// portable kernel with baseline floats) gives the same bits on the real model.
+    /// Every code path (the detected kernel: VNNI with AVX-512 floats, or AVX2 with AVX2 floats
+    /// (baseline floats without FMA); the portable kernel with AVX2 floats; the portable kernel
+    /// with baseline floats) gives the same bits on the real model.
     #[test]
     fn every_path_gives_the_same_vector() {
         let dir = crate::default_model_dir();
@@ -289,7 +290,11 @@ mod tests {
         let portable = encoder.embed(&ids, &mut scratch).unwrap();
         let baseline = encoder.embed_in(&ids, &mut scratch).unwrap();
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&detected), bits(&portable), "VNNI and portable differ");
+        assert_eq!(
+            bits(&detected),
+            bits(&portable),
+            "the detected kernel and the portable one differ"
+        );
         assert_eq!(
             bits(&portable),
             bits(&baseline),
