@@ -7,8 +7,8 @@
 //! run to the next. The vectors of what changed are built on a thread of their own, so the next
 //! lexical run never waits for embedding; requests made during a build make one more build
 //! after it (over PostgreSQL a run embeds what it writes). A run that finds the index busy
-//! (another writer) is retried; over PostgreSQL a run waits up to a minute for another node's,
-//! and after a run that failed the next change reads every input.
+//! (another writer) is retried; over PostgreSQL a run waits up to a minute for another node's.
+//! After a run that failed, the next change reads every input.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -44,7 +44,7 @@ pub fn watch(
 ) -> Result<ExitCode> {
     let settings = finder_index::load_settings(index, config)?;
     let mut target = match settings.storage.backend {
-        StorageBackend::Embedded => Target::Embedded(Follower::default()),
+        StorageBackend::Embedded => Target::embedded(),
         StorageBackend::Postgres => {
             // Over PostgreSQL a run embeds as it writes, with the model a served space's API
             // writes use.
@@ -84,8 +84,8 @@ pub fn watch(
                     let _ = vectors.send(());
                 }
             }
-            // A failed run is reported and the next change tries again: what was indexed
-            // before stays as it was.
+            // A failed run is reported and the next change reads every input: what was
+            // indexed before stays as it was, and the failed run's changes are not lost.
             Err(e) => eprintln!("warning: {e:#}"),
         }
     }
@@ -129,7 +129,7 @@ pub fn follow(space: Arc<Space>, timing: Timing) -> Result<Option<String>> {
         .name(format!("watch {}", space.name()))
         .spawn(move || {
             let mut target = match space.backend() {
-                StorageBackend::Embedded => Target::Embedded(Follower::default()),
+                StorageBackend::Embedded => Target::embedded(),
                 StorageBackend::Postgres => Target::postgres(Arc::clone(&space)),
             };
             while let Some(trigger) = changes.wait() {
@@ -205,33 +205,43 @@ fn vector_builder(
     tx
 }
 
-/// What a watch runs into.
-enum Target {
+/// What a watch runs into, and whether its last run failed: the failed run's changed paths
+/// are not reported again, so the next run reads every input.
+struct Target {
+    store: Store,
+    failed: bool,
+}
+
+enum Store {
     /// An embedded index, with what its runs keep for the next one.
     Embedded(Follower),
-    /// The shards of a PostgreSQL space. After a failed run the next one reads every input:
-    /// the failed run's changed paths are not reported again.
-    Postgres { space: Arc<Space>, failed: bool },
+    /// The shards of a PostgreSQL space.
+    Postgres(Arc<Space>),
 }
 
 impl Target {
-    fn postgres(space: Arc<Space>) -> Target {
-        Target::Postgres {
-            space,
+    fn embedded() -> Target {
+        Target {
+            store: Store::Embedded(Follower::default()),
             failed: false,
         }
     }
 
-    /// A change that no run took: over PostgreSQL the next run reads every input.
-    fn missed(&mut self) {
-        if let Target::Postgres { failed, .. } = self {
-            *failed = true;
+    fn postgres(space: Arc<Space>) -> Target {
+        Target {
+            store: Store::Postgres(space),
+            failed: false,
         }
+    }
+
+    /// A change that no run took: the next run reads every input.
+    fn missed(&mut self) {
+        self.failed = true;
     }
 
     /// Whether vectors are built after a run (over PostgreSQL a run embeds as it writes).
     fn builds_vectors(&self) -> bool {
-        matches!(self, Target::Embedded(_))
+        matches!(self.store, Store::Embedded(_))
     }
 
     /// One run after `changed` paths (`None`: over every input): what it counted, and the
@@ -243,8 +253,10 @@ impl Target {
         settings: &Settings,
         changed: Option<&[PathBuf]>,
     ) -> Result<(RunCounts, Vec<Problem>)> {
-        match self {
-            Target::Embedded(follower) => {
+        let changed = changed.filter(|_| !self.failed);
+        self.failed = true;
+        let outcome = match &mut self.store {
+            Store::Embedded(follower) => {
                 let mut tries = 0;
                 loop {
                     let run = match changed {
@@ -261,21 +273,20 @@ impl Target {
                         other => {
                             let report = other
                                 .with_context(|| format!("indexing into {}", index.display()))?;
-                            return Ok((report.counts, report.problems));
+                            break (report.counts, report.problems);
                         }
                     }
                 }
             }
             // A run waits for another node's run itself (its write lock), up to a minute.
-            Target::Postgres { space, failed } => {
-                let changed = changed.filter(|_| !*failed);
-                *failed = true;
+            Store::Postgres(space) => {
                 let report = finder_server::index_pg_inputs(space, inputs, changed)
                     .with_context(|| format!("indexing into the shards of {}", index.display()))?;
-                *failed = false;
-                Ok((report.counts, report.problems))
+                (report.counts, report.problems)
             }
-        }
+        };
+        self.failed = false;
+        Ok(outcome)
     }
 }
 

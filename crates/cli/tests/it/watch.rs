@@ -65,21 +65,25 @@ fn status(index: &Path) -> serde_json::Value {
     .unwrap()
 }
 
+/// `finder watch` of `notes` into `index`, reacting fast and never rescanning, with no model.
+fn start_watch(notes: &Path, index: &Path, stderr: Stdio) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_finder"))
+        .args(["watch", notes.to_str().unwrap(), "--index"])
+        .arg(index)
+        .args(["--debounce-ms", "50", "--rescan-secs", "0"])
+        .env("FINDER_MODEL_DIR", "/nonexistent/finder-model")
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start finder watch")
+}
+
 #[test]
 fn watch_follows_creates_edits_renames_deletes_and_ignore_rules() {
     let tmp = tempfile::tempdir().unwrap();
     let notes = crate::notes(tmp.path());
     let index = tmp.path().join("idx");
-    let child = Command::new(env!("CARGO_BIN_EXE_finder"))
-        .args(["watch", notes.to_str().unwrap(), "--index"])
-        .arg(&index)
-        .args(["--debounce-ms", "50", "--rescan-secs", "0"])
-        .env("FINDER_MODEL_DIR", "/nonexistent/finder-model")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start finder watch");
-    let _watching = Watching(child);
+    let _watching = Watching(start_watch(&notes, &index, Stdio::null()));
     until_found(&index, "snapshots", &["backups.md"]);
 
     write(&notes, "glacier.md", "# Glacier\n\nMoraine and crevasse.\n");
@@ -133,6 +137,51 @@ fn watch_follows_creates_edits_renames_deletes_and_ignore_rules() {
     for query in ["refresh token", "caldera", "snapshots", "cache warmup"] {
         assert_eq!(ids(&index, query), ids(&clean, query), "{query}");
     }
+}
+
+/// A run that fails (here: another writer holds the index past the watch's retries) loses no
+/// change: the next change's run reads every file, the failed run's change with it.
+#[test]
+fn a_change_whose_run_failed_is_taken_by_the_next_run() {
+    use std::io::BufRead;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let notes = crate::notes(tmp.path());
+    let index = tmp.path().join("idx");
+    let mut child = start_watch(&notes, &index, Stdio::piped());
+    let (tx, failures) = std::sync::mpsc::channel();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if line.contains("indexing into") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let _watching = Watching(child);
+    until_found(&index, "snapshots", &["backups.md"]);
+
+    // Another writer holds the index while a note changes: the run gives up.
+    let lock = std::fs::File::open(index.join("indexing.lock")).unwrap();
+    lock.lock().unwrap();
+    // Written beside the folder and moved in: one event, so no second run takes the note.
+    let outside = write(
+        tmp.path(),
+        "glacier.md",
+        "# Glacier\n\nMoraine and crevasse.\n",
+    );
+    std::fs::rename(outside, notes.join("glacier.md")).unwrap();
+    let failure = failures
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the run that found the index busy is reported");
+    assert!(failure.contains("another process"), "{failure}");
+    lock.unlock().unwrap();
+    drop(lock);
+
+    // The next change is another note; the first one's edit comes with it.
+    write(&notes, "volcano.md", "# Volcano\n\nCaldera and tephra.\n");
+    until_found(&index, "caldera", &["volcano.md"]);
+    until_found(&index, "moraine", &["glacier.md"]);
 }
 
 #[test]
